@@ -1,0 +1,231 @@
+"""Qualified sqlglot AST -> algebra. Refuses, with file:line and a hint, what we cannot maintain."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlglot import exp
+
+from ivm_sql.algebra.nodes import AggCall, Aggregate, Distinct, Node, Select, UnionAll
+from ivm_sql.errors import SqlError, UnsupportedError
+from ivm_sql.sqlbuild import col
+from ivm_sql.viewdefs import ViewDef
+
+AGGREGATE_INPUT = "__agg"  # alias of the aggregate's output inside the projection above it
+
+# Functions whose value is not a function of the row: a view using them has no single
+# correct content to maintain.
+NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.Uuid, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime)
+NONDETERMINISTIC_NAMES = {
+    "rand", "random", "randn", "uuid", "shuffle", "now", "current_timestamp", "current_date",
+    "monotonically_increasing_id", "spark_partition_id", "input_file_name", "localtimestamp",
+}
+GENERATORS = (exp.Explode, exp.Posexplode, exp.Inline)
+
+
+class Builder:
+    """Turns one view's qualified query into algebra.
+
+    ``resolve`` gives the node that reads a table or another view (a Scan).
+    """
+
+    def __init__(self, view: ViewDef, resolve: Callable[[exp.Table], Node]):
+        self.view = view
+        self.resolve = resolve
+
+    def unsupported(self, node: exp.Expression, what: str, hint: str) -> UnsupportedError:
+        return UnsupportedError(f"{what} in view {self.view.name}", location=self.view.locate(node), hint=hint)
+
+    # queries -------------------------------------------------------------------------------
+
+    def query(self, query: exp.Expression, ctes: dict[str, Node]) -> Node:
+        ctes = dict(ctes)
+        with_ = query.args.get("with_") or query.args.get("with")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise self.unsupported(with_, "WITH RECURSIVE", "recursive views are not supported yet")
+            for cte in with_.expressions:
+                ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
+        if isinstance(query, exp.Union):
+            branches = (self.query(query.left, ctes), self.query(query.right, ctes))
+            node: Node = UnionAll(branches, branches[0].columns)
+            self._check_order_limit(query)
+            return Distinct(node, node.columns) if query.args.get("distinct") else node
+        if isinstance(query, (exp.Intersect, exp.Except)):
+            raise self.unsupported(query, f"{query.key.upper()}", "INTERSECT and EXCEPT are not maintained yet")
+        if isinstance(query, exp.Subquery):
+            return self.query(query.this, ctes)
+        if not isinstance(query, exp.Select):
+            raise self.unsupported(query, f"{query.key.upper()} as a query", "write a SELECT")
+        return self.select(query, ctes)
+
+    def _check_order_limit(self, query: exp.Expression) -> None:
+        for key, what in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
+            if query.args.get(key):
+                raise self.unsupported(
+                    query.args[key], what,
+                    "a materialized view has no order: remove it and order when you query the view",
+                )
+
+    def select(self, select: exp.Select, ctes: dict[str, Node]) -> Node:
+        self._check_select_clauses(select)
+        sources, condition = self.sources(select, ctes)
+        for expression in [*select.expressions, condition, select.args.get("having")]:
+            if expression is not None:
+                self._check_expression(expression)
+        group = select.args.get("group")
+        aggregates = [a for e in select.expressions for a in e.find_all(exp.AggFunc)]
+        if group is not None or aggregates or select.args.get("having"):
+            node = self.aggregate(select, sources, condition)
+        else:
+            node = Select(sources, condition, self.output_names(select), tuple(_unalias(e) for e in select.expressions))
+        if select.args.get("distinct"):
+            if select.args["distinct"].args.get("on"):
+                raise self.unsupported(select, "DISTINCT ON", "use GROUP BY")
+            node = Distinct(node, node.columns)
+        return node
+
+    def _check_select_clauses(self, select: exp.Select) -> None:
+        self._check_order_limit(select)
+        for key, what, hint in (
+            ("qualify", "QUALIFY", "window functions and top-k are not maintained yet"),
+            ("laterals", "LATERAL VIEW", "explode and LATERAL VIEW are not maintained yet"),
+            ("windows", "WINDOW", "window functions are not maintained yet"),
+        ):
+            if select.args.get(key):
+                raise self.unsupported(select, what, hint)
+
+    def output_names(self, select: exp.Select) -> tuple[str, ...]:
+        names = tuple(e.alias_or_name.lower() for e in select.expressions)
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise SqlError(
+                f"column name {duplicates[0]} appears twice in a SELECT of view {self.view.name}",
+                location=self.view.locate(select),
+                hint="give each output column its own name with AS",
+            )
+        return names
+
+    # FROM and joins ------------------------------------------------------------------------
+
+    def sources(self, select: exp.Select, ctes: dict[str, Node]) -> tuple[tuple[tuple[str, Node], ...], exp.Expression | None]:
+        """The inputs of the join and the whole condition (inner joins: ON is a filter)."""
+        from_ = select.args.get("from_") or select.args.get("from")
+        if from_ is None:
+            raise self.unsupported(select, "SELECT without FROM", "select from a table")
+        items = [from_.this]
+        conditions = []
+        for join in select.args.get("joins") or []:
+            kind = " ".join(p for p in (join.side, join.kind) if p).upper()
+            if kind not in ("", "INNER", "CROSS"):
+                raise self.unsupported(join, f"{kind} JOIN", "only inner joins are maintained incrementally yet")
+            if join.args.get("using"):
+                raise self.unsupported(join, "JOIN ... USING", "write the join condition with ON")
+            items.append(join.this)
+            if join.args.get("on") is not None:
+                conditions.append(join.args["on"])
+        if select.args.get("where") is not None:
+            conditions.append(select.args["where"].this)
+        sources = tuple((item.alias_or_name.lower(), self.from_item(item, ctes)) for item in items)
+        condition = exp.and_(*conditions) if conditions else None
+        return sources, condition
+
+    def from_item(self, item: exp.Expression, ctes: dict[str, Node]) -> Node:
+        if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
+            if not item.db and item.name.lower() in ctes:
+                return ctes[item.name.lower()]
+            return self.resolve(item)
+        if isinstance(item, exp.Subquery):
+            return self.query(item.this, ctes)
+        raise self.unsupported(item, f"{item.key.upper()} in FROM", "select from tables, views or subqueries")
+
+    # expressions ---------------------------------------------------------------------------
+
+    def _check_expression(self, expression: exp.Expression) -> None:
+        for node in expression.walk():
+            if isinstance(node, (exp.Subquery, exp.Exists)) or (isinstance(node, exp.In) and node.args.get("query")):
+                raise self.unsupported(node, "a subquery in an expression", "join with the subquery in FROM instead")
+            if isinstance(node, exp.Window):
+                raise self.unsupported(node, "a window function", "window functions are not maintained yet")
+            if isinstance(node, GENERATORS):
+                raise self.unsupported(node, f"{node.key.upper()}", "explode and friends are not maintained yet")
+            name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+            if isinstance(node, NONDETERMINISTIC) or name in NONDETERMINISTIC_NAMES:
+                raise self.unsupported(
+                    node, f"non-deterministic function {node.sql('spark')}",
+                    "a view must be a function of its sources; compute the value in the source table",
+                )
+
+    # aggregation ---------------------------------------------------------------------------
+
+    def aggregate(self, select: exp.Select, sources, condition) -> Node:
+        """GROUP BY: a Select computing keys and aggregate arguments, the Aggregate, and a
+        Select above it computing the output expressions (and HAVING) from keys and results."""
+        group = select.args.get("group")
+        if group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
+            raise self.unsupported(group, "ROLLUP, CUBE and GROUPING SETS", "write one view per grouping")
+        keys = list(group.expressions) if group is not None else []
+        calls: list[tuple[exp.AggFunc, AggCall]] = []
+        args: list[exp.Expression] = []
+
+        def aggregate_call(node: exp.AggFunc) -> exp.Column:
+            for seen, call in calls:
+                if seen == node:
+                    return col(call.name, AGGREGATE_INPUT)
+            func, arg = self.aggregate_function(node)
+            arg_name = None
+            if arg is not None:
+                arg_name = f"a{len(args)}"
+                args.append(arg)
+            call = AggCall(func, arg_name, f"agg{len(calls)}")
+            calls.append((node, call))
+            return col(call.name, AGGREGATE_INPUT)
+
+        def rewrite(expression: exp.Expression) -> exp.Expression:
+            def replace(node: exp.Expression) -> exp.Expression:
+                for i, key in enumerate(keys):
+                    if node == key:
+                        return col(f"g{i}", AGGREGATE_INPUT)
+                if isinstance(node, exp.AggFunc):
+                    return aggregate_call(node)
+                return node
+
+            result = expression.copy().transform(replace)
+            for column in result.find_all(exp.Column):
+                if column.table != AGGREGATE_INPUT:
+                    raise SqlError(
+                        f"column {column.sql('spark')} is neither grouped nor aggregated in view {self.view.name}",
+                        location=self.view.locate(column),
+                        hint="add it to GROUP BY or wrap it in an aggregate",
+                    )
+            return result
+
+        exprs = tuple(rewrite(_unalias(e)) for e in select.expressions)
+        having = select.args.get("having")
+        having_condition = rewrite(having.this) if having is not None else None
+        key_names = tuple(f"g{i}" for i in range(len(keys)))
+        arg_names = tuple(f"a{i}" for i in range(len(args)))
+        inner = Select(sources, condition, key_names + arg_names, tuple(k.copy() for k in keys) + tuple(args))
+        aggregate = Aggregate(inner, key_names, tuple(call for _, call in calls))
+        return Select(((AGGREGATE_INPUT, aggregate),), having_condition, self.output_names(select), exprs)
+
+    def aggregate_function(self, node: exp.AggFunc) -> tuple[str, exp.Expression | None]:
+        if isinstance(node, exp.Count):
+            arg = node.this
+            if arg is None or isinstance(arg, exp.Star):
+                return "count_star", None
+            if isinstance(arg, exp.Distinct):
+                raise self.unsupported(node, "COUNT(DISTINCT ...)", "COUNT(DISTINCT) is not maintained yet")
+            if node.expressions:
+                raise self.unsupported(node, "COUNT of several expressions", "count one expression")
+            return "count", arg.copy()
+        if isinstance(node, (exp.Sum, exp.Avg)) and not isinstance(node.this, exp.Distinct):
+            return ("sum" if isinstance(node, exp.Sum) else "avg"), node.this.copy()
+        raise self.unsupported(
+            node, f"aggregate {node.sql('spark')}",
+            "COUNT, SUM and AVG are maintained incrementally; MIN, MAX and others are not supported yet",
+        )
+
+
+def _unalias(expression: exp.Expression) -> exp.Expression:
+    return expression.this if isinstance(expression, exp.Alias) else expression

@@ -1,0 +1,117 @@
+"""Algebra nodes: frozen dataclasses, children by value, no parent pointers.
+
+Every node denotes a Z-set: a bag of rows with integer weights. Its ``columns`` are the
+names of its output columns; the weight travels beside them (see ``ivm_sql.sqlbuild.WEIGHT``).
+Expressions are sqlglot trees whose column references are qualified by the alias of the
+input they read (``alias.column``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from sqlglot import exp
+
+
+@dataclass(frozen=True, eq=False)
+class Scan:
+    """A Delta table read as a Z-set.
+
+    ``exprs`` compute the output columns from the stored ones (None: the stored columns as
+    they are); ``where`` filters stored rows; ``weight`` is the weight of one stored row (the
+    literal 1 for a base table, the multiplicity column for a bag view table). A view's
+    output is a Scan of its table, so a view over a view reads it exactly like a base table.
+    """
+
+    table: str
+    columns: tuple[str, ...]
+    weight: exp.Expression = field(default_factory=lambda: exp.Literal.number(1))
+    exprs: tuple[exp.Expression, ...] | None = None
+    where: exp.Expression | None = None
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
+class Select:
+    """Inner join of its inputs, then a filter, then a projection (select-project-join).
+
+    Multilinear in its inputs: the weight of an output row is the product of the weights of
+    the input rows it came from.
+    """
+
+    sources: tuple[tuple[str, Node], ...]  # (alias, input)
+    condition: exp.Expression | None
+    columns: tuple[str, ...]
+    exprs: tuple[exp.Expression, ...]
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return tuple(node for _, node in self.sources)
+
+
+@dataclass(frozen=True, eq=False)
+class UnionAll:
+    """Sum of Z-sets with the same columns (SQL's UNION ALL, positional)."""
+
+    branches: tuple[Node, ...]
+    columns: tuple[str, ...]
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return self.branches
+
+
+@dataclass(frozen=True, eq=False)
+class Distinct:
+    """Each row whose weight is positive, once (SELECT DISTINCT, UNION)."""
+
+    input: Node
+    columns: tuple[str, ...]
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate: ``func`` over input column ``arg`` (None for COUNT(*)), output ``name``."""
+
+    func: str  # one of AGGREGATES
+    arg: str | None
+    name: str
+
+
+AGGREGATES = ("count_star", "count", "sum", "avg")
+
+
+@dataclass(frozen=True, eq=False)
+class Aggregate:
+    """GROUP BY ``keys`` (input column names) computing ``aggs``; no keys: a global aggregate,
+    which has exactly one output row even over an empty input."""
+
+    input: Node
+    keys: tuple[str, ...]
+    aggs: tuple[AggCall, ...]
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.keys + tuple(a.name for a in self.aggs)
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
+Node = Union[Scan, Select, UnionAll, Distinct, Aggregate]
+
+
+def scans(node: Node) -> list[Scan]:
+    """All Scans below ``node``, left to right (a table read twice appears twice)."""
+    if isinstance(node, Scan):
+        return [node]
+    return [s for child in node.inputs for s in scans(child)]

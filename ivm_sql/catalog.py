@@ -1,0 +1,73 @@
+"""What the compiler needs to know about tables: their columns, and a query's output schema.
+
+``SparkCatalog`` asks Spark (analysis only: no Spark job runs). ``StaticCatalog`` answers from
+a fixed mapping, typed by sqlglot, for compiler tests that need no Spark.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Protocol
+
+import sqlglot
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from ivm_sql.sqlbuild import DIALECT
+
+Schema = list[tuple[str, str]]  # (column name, Spark type), in order
+
+
+class QueryError(Exception):
+    """The catalog could not analyze a query; the message is the engine's."""
+
+
+class Catalog(Protocol):
+    def columns(self, table: str) -> Schema | None:
+        """Columns of ``db.table``, or None if there is no such table."""
+
+    def output_schema(self, sql: str) -> Schema:
+        """Names and types of the columns ``sql`` (a SELECT) returns; QueryError if invalid."""
+
+
+class SparkCatalog:
+    def __init__(self, spark):
+        self.spark = spark
+
+    def columns(self, table: str) -> Schema | None:
+        if not self.spark.catalog.tableExists(table):
+            return None
+        return [(f.name.lower(), f.dataType.simpleString()) for f in self.spark.table(table).schema.fields]
+
+    def output_schema(self, sql: str) -> Schema:
+        from pyspark.errors import PySparkException
+
+        try:
+            fields = self.spark.sql(sql).schema.fields
+        except PySparkException as error:
+            raise QueryError(first_line(error)) from None
+        return [(f.name.lower(), f.dataType.simpleString()) for f in fields]
+
+
+class StaticCatalog:
+    def __init__(self, tables: Mapping[str, Schema]):
+        self.tables = {name.lower(): list(schema) for name, schema in tables.items()}
+
+    def columns(self, table: str) -> Schema | None:
+        return self.tables.get(table.lower())
+
+    def output_schema(self, sql: str) -> Schema:
+        nested: dict = {}
+        for name, schema in self.tables.items():
+            db, table = name.split(".")
+            nested.setdefault(db, {})[table] = dict(schema)
+        try:
+            query = annotate_types(qualify(sqlglot.parse_one(sql, read=DIALECT), schema=nested, dialect=DIALECT), schema=nested)
+        except sqlglot.errors.SqlglotError as error:
+            raise QueryError(str(error)) from None
+        return [(e.alias_or_name.lower(), e.type.sql(DIALECT).lower()) for e in query.selects]
+
+
+def first_line(error: Exception) -> str:
+    """An engine error's first line, without its stack or SQLSTATE noise."""
+    text = getattr(error, "getMessage", lambda: str(error))() or str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__

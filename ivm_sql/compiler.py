@@ -1,0 +1,259 @@
+"""Views -> plans: parse, qualify, build algebra, cut into stages, and render for `ivm compile`."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+from graphlib import CycleError, TopologicalSorter
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.qualify import qualify
+
+from ivm_sql.algebra.build import Builder
+from ivm_sql.algebra.nodes import Scan
+from ivm_sql.catalog import Catalog, QueryError, Schema
+from ivm_sql.errors import SqlError
+from ivm_sql.incremental.stages import Stage, plan_stages
+from ivm_sql.incremental.versions import Versions
+from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, WEIGHT, alias, col, ident, lit, subquery, table, to_sql
+from ivm_sql.viewdefs import ViewDef
+
+COPY = f"{INTERNAL_PREFIX}_copy"
+
+
+@dataclass(frozen=True, eq=False)
+class ViewPlan:
+    """How one view is kept: its stages (innermost first) and how its rows are read."""
+
+    view: ViewDef
+    database: str
+    stages: tuple[Stage, ...]
+    output: Scan  # reads the view's rows from its last stage's table
+    schema: Schema  # the view's columns and types, exactly as its SELECT returns them
+    depends_on: tuple[str, ...]  # other views it reads
+
+    @property
+    def name(self) -> str:
+        return f"{self.database}.{self.view.name}"
+
+    @property
+    def table(self) -> str:
+        return self.stages[-1].table
+
+    @property
+    def base_tables(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(
+            t for s in self.stages for t in s.sources if not t.split(".")[-1].startswith(INTERNAL_PREFIX)
+        ))
+
+    def user_view(self) -> exp.Create:
+        """CREATE VIEW <name>: the view's rows, each as often as it occurs, no internal columns."""
+        statement = sqlglot.parse_one("CREATE OR REPLACE VIEW v AS SELECT 1", read=DIALECT)
+        statement.set("this", table(self.name))
+        statement.set("expression", rows_query(self.output))
+        return statement
+
+
+def rows_query(output: Scan) -> exp.Select:
+    """SELECT the output columns from a stage table, repeating a row by its multiplicity."""
+    exprs = [alias(e.copy(), c) for e, c in zip(output.exprs or [col(c) for c in output.columns], output.columns)]
+    if isinstance(output.weight, exp.Literal):
+        select = exp.select(*exprs).from_(table(output.table))
+        return select.where(output.where.copy()) if output.where is not None else select
+    copies = exp.Explode(this=exp.func("sequence", lit(1), output.weight.copy()))
+    inner = exp.select(*exprs, alias(copies, COPY)).from_(table(output.table))
+    if output.where is not None:
+        inner = inner.where(output.where.copy())
+    return exp.select(*(col(c) for c in output.columns)).from_(subquery(inner, "rows"))
+
+
+def create_table(stage: Stage, query: exp.Query) -> exp.Create:
+    """CREATE OR REPLACE TABLE for a stage: Delta, change data feed on, plan fingerprint."""
+    statement = sqlglot.parse_one(
+        "CREATE OR REPLACE TABLE t USING DELTA TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true') AS SELECT 1",
+        read=DIALECT,
+    )
+    statement.args["properties"].append(
+        "expressions", exp.Property(this=lit("ivm.plan"), value=lit(plan_fingerprint(stage)))
+    )
+    statement.set("this", table(stage.table))
+    statement.set("expression", query)
+    return statement
+
+
+def plan_fingerprint(stage: Stage) -> str:
+    """Changes whenever what the stage computes changes: its table must then be rebuilt."""
+    symbolic = {t: Versions.symbolic(t) for t in stage.sources}
+    text = f"{stage.kind}\n{to_sql(stage.initial_query(symbolic), pretty=False)}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# compiling -------------------------------------------------------------------------------
+
+
+def compile_views(views: list[ViewDef], catalog: Catalog, database: str) -> list[ViewPlan]:
+    """Plans for all views, each after the views it reads."""
+    by_name = {v.name: v for v in views}
+    graph = {v.name: [d for d in references(v, database) if d in by_name] for v in views}
+    try:
+        order = list(TopologicalSorter(graph).static_order())
+    except CycleError as error:
+        cycle = error.args[1]
+        raise SqlError(
+            f"views read each other in a cycle: {' -> '.join(cycle)}",
+            location=by_name[cycle[0]].location,
+            hint="a view cannot depend on itself, directly or through others",
+        ) from None
+    plans: dict[str, ViewPlan] = {}
+    for name in order:
+        plans[name] = compile_view(by_name[name], catalog, database, plans)
+    return [plans[name] for name in order]
+
+
+def references(view: ViewDef, database: str) -> list[str]:
+    """Names of the tables and views a view reads (views of this project: bare name)."""
+    ctes = {c.alias_or_name.lower() for c in view.query.find_all(exp.CTE)}
+    names = []
+    for node in view.query.find_all(exp.Table):
+        if not isinstance(node.this, exp.Identifier):
+            continue
+        name, db = node.name.lower(), node.db.lower() if node.db else None
+        if db is None and name in ctes:
+            continue
+        names.append(name if db in (None, database) else f"{db}.{name}")
+    return list(dict.fromkeys(names))
+
+
+def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan]) -> ViewPlan:
+    schemas: dict[str, Schema] = {}
+    for name in references(view, database):
+        full = name if "." in name else f"{database}.{name}"
+        if name in plans:
+            schemas[full] = plans[name].schema
+            continue
+        columns = catalog.columns(full)
+        if columns is None:
+            raise SqlError(
+                f"view {view.name} reads {full}, which does not exist",
+                location=view.location,
+                hint="create the table in a migration and run `ivm migrate`, or define the view",
+            )
+        schemas[full] = columns
+    schema = _output_schema(view, catalog, database, plans)
+    qualified = _qualify(view, schemas, database)
+
+    def resolve(node: exp.Table) -> Scan:
+        db = node.db.lower() if node.db else database
+        name = f"{db}.{node.name.lower()}"
+        if db == database and node.name.lower() in plans:
+            return plans[node.name.lower()].output
+        return Scan(name, tuple(c for c, _ in schemas[name]))
+
+    root = Builder(view, resolve).query(qualified, {})
+    stages, output = plan_stages(database, view.name, root)
+    output = _with_schema(output, schema)
+    depends = tuple(n for n in references(view, database) if n in plans)
+    return ViewPlan(view, database, tuple(stages), output, schema, depends)
+
+
+def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Query:
+    nested: dict = {}
+    for name, columns in schemas.items():
+        db, name_ = name.split(".")
+        nested.setdefault(db, {})[name_] = dict(columns)
+    try:
+        return qualify(
+            view.query.copy(), schema=nested, db=database, dialect=DIALECT,
+            quote_identifiers=True, validate_qualify_columns=True,
+        )
+    except SqlglotError as error:
+        raise SqlError(f"{error} (in view {view.name})", location=view.location) from None
+
+
+def _output_schema(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan]) -> Schema:
+    """The view's columns as Spark's own SELECT names and types them (views inlined)."""
+    try:
+        schema = catalog.output_schema(to_sql(inline_views(view, database, plans), pretty=False))
+    except QueryError as error:
+        raise SqlError(f"{error} (in view {view.name})", location=view.location) from None
+    if view.column_names is not None:
+        if len(view.column_names) != len(schema):
+            raise SqlError(
+                f"view {view.name} names {len(view.column_names)} columns but its SELECT returns {len(schema)}",
+                location=view.location,
+            )
+        schema = [(name, type_) for name, (_, type_) in zip(view.column_names, schema)]
+    names = [name for name, _ in schema]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise SqlError(
+            f"view {view.name} has two columns named {duplicated[0]}",
+            location=view.location,
+            hint="give each output column its own name with AS",
+        )
+    if any(n.startswith(INTERNAL_PREFIX) or n == WEIGHT for n in names):
+        raise SqlError(f"column names starting with {INTERNAL_PREFIX} are reserved for ivm", location=view.location)
+    return schema
+
+
+def inline_views(view: ViewDef, database: str, plans: dict[str, ViewPlan]) -> exp.Query:
+    """The view's SELECT with every view it reads replaced by that view's SELECT, and every
+    table qualified by its database: a query over base tables only."""
+    ctes = {c.alias_or_name.lower() for c in view.query.find_all(exp.CTE)}
+
+    def expand(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+            return node
+        name = node.name.lower()
+        if node.db or name in ctes:
+            return node
+        if name not in plans:
+            qualified = node.copy()
+            qualified.set("db", ident(database))
+            return qualified
+        other = plans[name].view
+        inner = inline_views(other, database, plans)
+        alias_ = exp.TableAlias(this=ident(node.alias_or_name))
+        if other.column_names:
+            alias_.set("columns", [ident(c) for c in other.column_names])
+        return exp.Subquery(this=inner, alias=alias_)
+
+    return view.query.copy().transform(expand)
+
+
+def _with_schema(output: Scan, schema: Schema) -> Scan:
+    """Name the output columns as the SELECT does; cast DECIMALs to the SELECT's exact type
+    (a SUM kept as a weighted sum is wider than SQL's SUM of the same column)."""
+    exprs = []
+    for expression, (_, type_) in zip(output.exprs or [col(c) for c in output.columns], schema):
+        if type_.startswith("decimal"):
+            expression = exp.Cast(this=expression.copy(), to=exp.DataType.build(type_, dialect=DIALECT))
+        exprs.append(expression)
+    return replace(output, columns=tuple(n for n, _ in schema), exprs=tuple(exprs))
+
+
+# rendering -------------------------------------------------------------------------------
+
+
+def render(plan: ViewPlan) -> str:
+    """The SQL that maintains a view, for `ivm compile`: tables, refresh statements, view."""
+    symbolic = {t: Versions.symbolic(t) for s in plan.stages for t in s.sources}
+    lines = [
+        f"-- view {plan.name}  ({plan.view.location})",
+        f"-- reads: {', '.join(plan.base_tables + tuple(plan.depends_on)) or 'nothing'}",
+        "-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;",
+        "-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.",
+    ]
+    for number, stage in enumerate(plan.stages, 1):
+        lines += [
+            "",
+            f"-- stage {number}/{len(plan.stages)}: {stage.table} [{stage.kind}] {stage.strategy}",
+            "-- first refresh (or recompute):",
+            to_sql(create_table(stage, stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()}))) + ";",
+            "-- each refresh:",
+            to_sql(stage.merge_statement(symbolic)) + ";",
+        ]
+    lines += ["", "-- what users query:", to_sql(plan.user_view()) + ";"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,106 @@
+"""GROUP BY with COUNT, SUM and AVG: invertible aggregates updated from the change alone.
+
+DBSP (Section 4.2, incremental aggregation of a linear aggregate): COUNT(*), COUNT(x) and
+SUM(x) are linear in the input's weights, so the change of a group's result is the same
+aggregate over the group's change. The state table keeps, per group, the row count and per
+aggregate its non-NULL count and weighted sum; AVG is SUM / COUNT. A group is deleted when
+its row count reaches zero; a global aggregate (no GROUP BY) keeps its single row always,
+so COUNT over no rows is 0 and SUM over no rows is NULL, exactly as SQL says.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ivm_sql.algebra.nodes import Aggregate, Scan
+from ivm_sql.sqlbuild import WEIGHT, alias, coalesce_zero, col, lit, null_safe_eq, subquery, sum_of, table
+
+COUNT = "__ivm_count"
+TARGET, CHANGE = "t", "s"
+
+
+def nonnull_count(j: int) -> str:
+    return f"__ivm_n{j}"
+
+
+def weighted_sum(j: int) -> str:
+    return f"__ivm_s{j}"
+
+
+def partials(node: Aggregate) -> list[tuple[str, exp.Expression]]:
+    """(state column, its aggregate over a weighted Z-set) for the row count and every call."""
+    weight = col(WEIGHT)
+    result = [(COUNT, sum_of(weight))]
+    for j, call in enumerate(node.aggs):
+        if call.func == "count_star":
+            result.append((nonnull_count(j), sum_of(weight.copy())))
+            continue
+        arg = col(call.arg)
+        counted = exp.If(this=exp.Is(this=arg, expression=exp.Null()), true=lit(0), false=weight.copy())
+        result.append((nonnull_count(j), sum_of(counted)))
+        if call.func in ("sum", "avg"):
+            result.append((weighted_sum(j), sum_of(exp.Mul(this=arg.copy(), expression=weight.copy()))))
+    return result
+
+
+def _aggregate(node: Aggregate, rows: exp.Query, drop_zero: bool) -> exp.Select:
+    outputs = [col(k) for k in node.keys]
+    outputs += [alias(coalesce_zero(expression), name) for name, expression in partials(node)]
+    select = exp.select(*outputs).from_(subquery(rows, "d"))
+    if node.keys:
+        select = select.group_by(*(col(k) for k in node.keys))
+        if drop_zero:  # a group whose change sums to nothing needs no update
+            select = select.having(
+                exp.or_(*(exp.NEQ(this=coalesce_zero(e), expression=lit(0)) for _, e in partials(node)))
+            )
+    return select
+
+
+def initial(node: Aggregate, contents: exp.Query) -> exp.Select:
+    return _aggregate(node, contents, drop_zero=False)
+
+
+def change(node: Aggregate, changes: exp.Query) -> exp.Select:
+    return _aggregate(node, changes, drop_zero=True)
+
+
+def merge(table_name: str, node: Aggregate, change_query: exp.Query) -> exp.Merge:
+    """Add each group's change to its state; delete a group whose row count reaches zero."""
+    on = exp.and_(*(null_safe_eq(col(k, TARGET), col(k, CHANGE)) for k in node.keys)) if node.keys else exp.true()
+    state = [name for name, _ in partials(node)]
+    whens = []
+    if node.keys:
+        emptied = exp.EQ(this=exp.Add(this=col(COUNT, TARGET), expression=col(COUNT, CHANGE)), expression=lit(0))
+        whens.append(exp.When(matched=True, condition=emptied, then=exp.var("DELETE")))
+    updates = [
+        exp.EQ(this=col(name, TARGET), expression=exp.Add(this=col(name, TARGET), expression=col(name, CHANGE)))
+        for name in state
+    ]
+    whens.append(exp.When(matched=True, then=exp.Update(expressions=updates)))
+    columns = [*node.keys, *state]
+    whens.append(
+        exp.When(
+            matched=False,
+            then=exp.Insert(
+                this=exp.Tuple(expressions=[col(c) for c in columns]),
+                expression=exp.Tuple(expressions=[col(c, CHANGE) for c in columns]),
+            ),
+        )
+    )
+    return exp.Merge(this=table(table_name, TARGET), using=subquery(change_query, CHANGE), on=on, whens=exp.Whens(expressions=whens))
+
+
+def reader(table_name: str, node: Aggregate) -> Scan:
+    """Each group once (weight 1), its results computed from the state columns."""
+    exprs: list[exp.Expression] = [col(k) for k in node.keys]
+    for j, call in enumerate(node.aggs):
+        count = col(nonnull_count(j))
+        if call.func in ("count_star", "count"):
+            exprs.append(count)
+            continue
+        value = col(weighted_sum(j))
+        if call.func == "avg":
+            value = exp.Div(this=value, expression=count.copy())
+        # SQL: SUM and AVG over no non-NULL values are NULL.
+        exprs.append(exp.Case().when(exp.GT(this=count.copy(), expression=lit(0)), value))
+    return Scan(table_name, node.columns, exprs=tuple(exprs))

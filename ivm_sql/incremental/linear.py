@@ -1,0 +1,64 @@
+"""Linear operators pass changes through: Q^Δ = Q (DBSP, Theorem 3.3 / Prop. 3.4).
+
+A Scan's change is its Delta change data feed, weighted +1 for inserts and update
+post-images and -1 for deletes and update pre-images; UNION ALL is the sum of its branches'
+changes.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ivm_sql.algebra.nodes import Scan, UnionAll
+from ivm_sql.incremental.versions import Pins
+from ivm_sql.sqlbuild import WEIGHT, alias, col, lit, table, union_all
+
+CHANGE_TYPE = "_change_type"
+POSITIVE_CHANGES = ("insert", "update_postimage")
+
+
+def scan_projection(scan: Scan, weight: exp.Expression) -> list[exp.Expression]:
+    exprs = scan.exprs or tuple(col(c) for c in scan.columns)
+    return [alias(e.copy(), name) for e, name in zip(exprs, scan.columns)] + [alias(weight, WEIGHT)]
+
+
+def scan_snapshot(scan: Scan, pins: Pins, when: str) -> exp.Select:
+    """The table at the pinned version (``when`` = "new") or the state's version ("old")."""
+    version = pins[scan.table].new if when == "new" else pins[scan.table].old
+    source = table(scan.table)
+    if version is not None:
+        source.set("version", exp.Version(this="VERSION", kind="AS OF", expression=version.copy()))
+    select = exp.select(*scan_projection(scan, scan.weight.copy())).from_(source)
+    return select.where(scan.where.copy()) if scan.where is not None else select
+
+
+def scan_delta(scan: Scan, pins: Pins) -> exp.Select | None:
+    versions = pins[scan.table]
+    if not versions.changed:
+        return None
+    changes = exp.Table(
+        this=exp.Anonymous(
+            this="table_changes", expressions=[lit(scan.table), versions.first_change(), versions.new.copy()]
+        )
+    )
+    sign = exp.If(
+        this=exp.In(this=col(CHANGE_TYPE), expressions=[lit(t) for t in POSITIVE_CHANGES]),
+        true=lit(1),
+        false=lit(-1),
+    )
+    weight = sign if _is_one(scan.weight) else exp.Mul(this=sign, expression=scan.weight.copy())
+    select = exp.select(*scan_projection(scan, weight)).from_(changes)
+    return select.where(scan.where.copy()) if scan.where is not None else select
+
+
+def union_snapshot(node: UnionAll, pins: Pins, when: str, snapshot) -> exp.Query:
+    return union_all([snapshot(branch, pins, when) for branch in node.branches])
+
+
+def union_delta(node: UnionAll, pins: Pins, delta) -> exp.Query | None:
+    changes = [d for d in (delta(branch, pins) for branch in node.branches) if d is not None]
+    return union_all(changes) if changes else None
+
+
+def _is_one(expression: exp.Expression) -> bool:
+    return isinstance(expression, exp.Literal) and expression.this == "1"

@@ -1,0 +1,162 @@
+"""Project: the public Python API. Finds ivm.yaml, views and migrations; the CLI is a thin
+layer over it.
+
+    >>> project = Project.open("path/to/project")          # doctest: +SKIP
+    >>> project.migrate(); project.refresh()                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ivm_sql import migrate as migrations
+from ivm_sql.catalog import SparkCatalog, first_line
+from ivm_sql.compiler import ViewPlan, compile_views, render
+from ivm_sql.config import Config, load_config
+from ivm_sql.errors import ConfigError, IvmError, SqlError
+from ivm_sql.runtime import delta_log
+from ivm_sql.runtime.refresh import Refresher, ViewReport
+from ivm_sql.runtime.verify import VerifyResult, verify_view
+from ivm_sql.sqlbuild import ident, to_sql
+from ivm_sql.viewdefs import ViewDef, load_views
+
+CONFIG_FILE = "ivm.yaml"
+
+
+@dataclass(frozen=True)
+class CompiledView:
+    view: str
+    sql: str
+
+
+@dataclass(frozen=True)
+class ViewStatus:
+    view: str
+    refreshed: bool
+    versions: dict[str, int]  # base table -> version the view reflects
+    pending: dict[str, int]  # base table -> newer version not yet reflected
+    rows: int | None
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple]
+
+
+class Project:
+    def __init__(self, root: Path, config: Config, spark=None, verbose: bool = False):
+        self.root = root
+        self.config = config
+        self.verbose = verbose
+        self._spark = spark
+
+    @classmethod
+    def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> "Project":
+        """The project in ``path`` (a folder holding ivm.yaml). With ``spark``, that session
+        (already configured for Delta) is used instead of building one."""
+        root = Path(path).resolve()
+        config_path = root / CONFIG_FILE
+        if not config_path.is_file():
+            raise ConfigError(f"no {CONFIG_FILE} in {root}", hint="run ivm in a project folder, or pass --project DIR")
+        return cls(root, load_config(config_path), spark, verbose)
+
+    @property
+    def database(self) -> str:
+        return self.config.database
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from ivm_sql.session import build_session
+
+            self._spark = build_session(self.config, self.root, verbose=self.verbose)
+        return self._spark
+
+    def _use_database(self) -> None:
+        self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {to_sql(ident(self.database))}")
+        self.spark.sql(f"USE {to_sql(ident(self.database))}")
+
+    # views -----------------------------------------------------------------------------------
+
+    def views(self) -> list[ViewDef]:
+        return load_views(self.root / self.config.views_dir)
+
+    def plans(self, names: Iterable[str] | None = None) -> list[ViewPlan]:
+        """Plans in dependency order: the named views and every view they read (all if None)."""
+        self._use_database()
+        plans = compile_views(self.views(), SparkCatalog(self.spark), self.database)
+        if names is None:
+            return plans
+        by_name = {p.view.name: p for p in plans}
+        wanted: set[str] = set()
+        pending = [n.lower() for n in names]
+        while pending:
+            name = pending.pop()
+            if name not in by_name:
+                raise SqlError(
+                    f"no view named {name}",
+                    hint=f"views of this project: {', '.join(sorted(by_name)) or 'none'}",
+                )
+            if name not in wanted:
+                wanted.add(name)
+                pending.extend(by_name[name].depends_on)
+        return [p for p in plans if p.view.name in wanted]
+
+    # commands --------------------------------------------------------------------------------
+
+    def migrate(self) -> list[migrations.FileResult]:
+        return migrations.migrate(self.spark, self.config, self.root)
+
+    def compile(self, views: str | Iterable[str] | None = None) -> list[CompiledView]:
+        """The Spark SQL that maintains each view; nothing runs on data."""
+        names = [views] if isinstance(views, str) else views
+        selected = set(n.lower() for n in names) if names is not None else None
+        return [
+            CompiledView(p.name, render(p))
+            for p in self.plans(names)
+            if selected is None or p.view.name in selected
+        ]
+
+    def refresh(
+        self, views: Iterable[str] | None = None, full: bool = False,
+        on_view: Callable[[ViewReport], None] | None = None,
+    ) -> list[ViewReport]:
+        """Bring views (and the views they read) up to date with all source changes."""
+        return Refresher(self.spark, full=full).refresh(self.plans(views), on_view)
+
+    def status(self) -> list[ViewStatus]:
+        result = []
+        for plan in self.plans():
+            if not self.spark.catalog.tableExists(plan.table):
+                result.append(ViewStatus(plan.name, False, {}, {}, None))
+                continue
+            _, record = delta_log.last_record(self.spark, plan.table)
+            versions = record.get("base", {})
+            latest = {t: delta_log.latest_version(self.spark, t) for t in versions}
+            pending = {t: v for t, v in latest.items() if v != versions[t]}
+            rows = self.spark.table(plan.name).count()
+            result.append(ViewStatus(plan.name, True, versions, pending, rows))
+        return result
+
+    def verify(self, views: Iterable[str] | None = None) -> list[VerifyResult]:
+        plans = self.plans(views)
+        every = {p.view.name: p for p in self.plans()}
+        selected = set(v.lower() for v in views) if views is not None else None
+        return [verify_view(self.spark, p, every) for p in plans if selected is None or p.view.name in selected]
+
+    def sql(self, statement: str) -> QueryResult:
+        """Run one Spark SQL statement in the project's database."""
+        from pyspark.errors import PySparkException
+
+        self._use_database()
+        try:
+            frame = self.spark.sql(statement)
+            return QueryResult(frame.columns, [tuple(r) for r in frame.collect()])
+        except PySparkException as error:
+            raise SqlError(first_line(error)) from None
+
+
+__all__ = ["Project", "IvmError"]

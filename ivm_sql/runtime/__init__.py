@@ -1,0 +1,1 @@
+"""Running plans on Spark: version pinning, change capture, commits, recovery, checks."""

@@ -1,0 +1,157 @@
+"""One refresh: pin source versions, then bring every stage of every view up to date.
+
+For each stage: if its sources are at the versions its table records, nothing runs;
+otherwise one MERGE applies the consolidated change between the recorded and pinned
+versions, and records the pinned ones in the same commit. A stage is recomputed instead,
+with the reason shown, when it is new, its definition changed, the user asked (--full), a
+table it reads was recomputed, or a source's history holds a change the change data feed
+does not describe (a REPLACE, RESTORE or schema change).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pyspark.errors import PySparkException
+
+from ivm_sql.catalog import first_line
+from ivm_sql.compiler import ViewPlan, create_table, plan_fingerprint
+from ivm_sql.errors import RefreshError
+from ivm_sql.incremental.stages import Stage
+from ivm_sql.incremental.versions import Versions
+from ivm_sql.runtime import delta_log
+from ivm_sql.sqlbuild import to_sql
+
+
+@dataclass
+class ViewReport:
+    """What a refresh did to one view."""
+
+    view: str
+    action: str  # "created", "recomputed", "incremental", "unchanged"
+    reason: str = ""
+    rows_in: int = 0  # source rows changed since the view's last refresh
+    rows_out: int = 0  # rows of the view's tables inserted, updated or deleted
+    seconds: float = 0.0
+    versions: dict[str, int] = field(default_factory=dict)  # base table -> version reflected
+
+    @property
+    def strategy(self) -> str:
+        return f"{self.action}" + (f" ({self.reason})" if self.reason else "")
+
+
+class Refresher:
+    """Refreshes plans in dependency order against one set of pinned source versions."""
+
+    def __init__(self, spark, full: bool = False):
+        self.spark = spark
+        self.full = full
+        self.current: dict[str, int] = {}  # table -> version this refresh reads
+        self.base_of: dict[str, dict[str, int]] = {}  # ivm table -> base versions it reflects
+        self.recomputed: set[str] = set()
+
+    def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None) -> list[ViewReport]:
+        for plan in plans:  # pin every base table once, before any work
+            for table in plan.base_tables:
+                if table not in self.current:
+                    self.current[table] = self._run(lambda: delta_log.latest_version(self.spark, table), table)
+        reports = []
+        for plan in plans:
+            report = self.refresh_view(plan)
+            reports.append(report)
+            if on_view is not None:
+                on_view(report)
+        return reports
+
+    def refresh_view(self, plan: ViewPlan) -> ViewReport:
+        started = time.perf_counter()
+        report = ViewReport(plan.name, "unchanged")
+        own_tables = {stage.table for stage in plan.stages}
+        for stage in plan.stages:
+            action, reason = self.refresh_stage(stage, report, own_tables)
+            if action != "unchanged" and report.action in ("unchanged", "incremental"):
+                report.action, report.reason = action, reason
+        if report.action in ("created", "recomputed") or not self.spark.catalog.tableExists(plan.name):
+            self._run(lambda: self.spark.sql(to_sql(plan.user_view(), pretty=False)), plan.name)
+        report.versions = dict(self.base_of[plan.table])
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def refresh_stage(self, stage: Stage, report: ViewReport, own_tables: set[str]) -> tuple[str, str]:
+        exists = self.spark.catalog.tableExists(stage.table)
+        latest, record = delta_log.last_record(self.spark, stage.table) if exists else (None, {})
+        recorded: dict[str, int] = record.get("sources", {})
+        reason = self._recompute_reason(stage, exists, record)
+        if reason is None and all(recorded[t] == self.current[t] for t in stage.sources):
+            self.current[stage.table] = latest
+            self.base_of[stage.table] = record.get("base", {})
+            return "unchanged", ""
+        if reason is None:
+            pins = {t: Versions.at(recorded[t], self.current[t]) for t in stage.sources}
+            reason = self._history_reason(pins, recorded, report, own_tables)
+        if reason is not None:
+            self._enable_change_feeds(stage)
+            statement = create_table(stage, stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources}))
+        else:
+            statement = stage.merge_statement(pins)
+        base = self._base_versions(stage)
+        new_record = {"plan": plan_fingerprint(stage), "sources": {t: self.current[t] for t in stage.sources}, "base": base}
+        with delta_log.commit_record(self.spark, new_record):
+            self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
+        last = delta_log.history(self.spark, stage.table, limit=1)[0]
+        self.current[stage.table] = last.version
+        self.base_of[stage.table] = base
+        report.rows_out += last.rows_changed
+        if reason is not None:
+            self.recomputed.add(stage.table)
+            return ("created" if not exists else "recomputed"), reason
+        return "incremental", ""
+
+    def _recompute_reason(self, stage: Stage, exists: bool, record: dict) -> str | None:
+        if not exists:
+            return "new"
+        if not record:
+            return "no ivm record in the table's history"
+        if record.get("plan") != plan_fingerprint(stage):
+            return "definition changed"
+        if self.full:
+            return "--full"
+        rebuilt = [t for t in stage.sources if t in self.recomputed]
+        if rebuilt:
+            return f"{rebuilt[0]} was recomputed"
+        missing = [t for t in stage.sources if t not in record.get("sources", {})]
+        if missing:
+            return f"no recorded version for {missing[0]}"
+        return None
+
+    def _history_reason(self, pins, recorded: dict[str, int], report: ViewReport, own_tables: set[str]) -> str | None:
+        """Counts the changed source rows; a commit the change feed cannot describe forces a recompute."""
+        for table, versions in pins.items():
+            if not versions.changed:
+                continue
+            for commit in delta_log.commits_between(self.spark, table, recorded[table], self.current[table]):
+                if commit.operation not in delta_log.INCREMENTAL_OPERATIONS:
+                    return f"{table} had a {commit.operation} at version {commit.version}"
+                if table not in own_tables:
+                    report.rows_in += commit.rows_changed
+        return None
+
+    def _base_versions(self, stage: Stage) -> dict[str, int]:
+        base: dict[str, int] = {}
+        for table in stage.sources:
+            base.update(self.base_of.get(table, {table: self.current[table]}))
+        return base
+
+    def _enable_change_feeds(self, stage: Stage) -> None:
+        for table in stage.sources:
+            if table not in self.base_of:  # a base table, not one ivm writes
+                self._run(lambda: delta_log.require_change_feed(self.spark, table), table)
+                self.current[table] = delta_log.latest_version(self.spark, table)
+
+    def _run(self, action, table: str):
+        try:
+            return action()
+        except PySparkException as error:
+            raise RefreshError(f"{table}: {first_line(error)}") from None
