@@ -42,6 +42,9 @@ class ViewPlan:
     def table(self) -> str:
         return self.stages[-1].table
 
+    def fingerprint(self, stage: Stage) -> str:
+        return plan_fingerprint(stage, self.output if stage is self.stages[-1] else None)
+
     @property
     def base_tables(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(
@@ -69,24 +72,27 @@ def rows_query(output: Scan) -> exp.Select:
     return exp.select(*(col(c) for c in output.columns)).from_(subquery(inner, "rows"))
 
 
-def create_table(stage: Stage, query: exp.Query) -> exp.Create:
+def create_table(stage: Stage, query: exp.Query, fingerprint: str) -> exp.Create:
     """CREATE OR REPLACE TABLE for a stage: Delta, change data feed on, plan fingerprint."""
     statement = sqlglot.parse_one(
         "CREATE OR REPLACE TABLE t USING DELTA TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true') AS SELECT 1",
         read=DIALECT,
     )
     statement.args["properties"].append(
-        "expressions", exp.Property(this=lit("ivm.plan"), value=lit(plan_fingerprint(stage)))
+        "expressions", exp.Property(this=lit("ivm.plan"), value=lit(fingerprint))
     )
     statement.set("this", table(stage.table))
     statement.set("expression", query)
     return statement
 
 
-def plan_fingerprint(stage: Stage) -> str:
-    """Changes whenever what the stage computes changes: its table must then be rebuilt."""
+def plan_fingerprint(stage: Stage, output: Scan | None = None) -> str:
+    """Changes whenever what the stage computes changes (its table must then be rebuilt);
+    for a view's last stage, also when the view's columns are read differently."""
     symbolic = {t: Versions.symbolic(t) for t in stage.sources}
     text = f"{stage.kind}\n{to_sql(stage.initial_query(symbolic), pretty=False)}"
+    if output is not None:
+        text += f"\n{to_sql(rows_query(output), pretty=False)}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -251,7 +257,7 @@ def render(plan: ViewPlan) -> str:
             "",
             f"-- stage {number}/{len(plan.stages)}: {stage.table} [{stage.kind}] {stage.strategy}",
             "-- first refresh (or recompute):",
-            to_sql(create_table(stage, stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()}))) + ";",
+            to_sql(create_table(stage, stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()}), plan.fingerprint(stage))) + ";",
             "-- each refresh:",
             to_sql(stage.merge_statement(symbolic)) + ";",
         ]

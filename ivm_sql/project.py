@@ -129,13 +129,14 @@ class Project:
 
     def status(self) -> list[ViewStatus]:
         result = []
+        log = delta_log.DeltaLog(self.spark)
         for plan in self.plans():
             if not self.spark.catalog.tableExists(plan.table):
                 result.append(ViewStatus(plan.name, False, {}, {}, None))
                 continue
-            _, record = delta_log.last_record(self.spark, plan.table)
+            _, record = log.last_record(plan.table)
             versions = record.get("base", {})
-            latest = {t: delta_log.latest_version(self.spark, t) for t in versions}
+            latest = {t: log.latest_version(t) for t in versions}
             pending = {t: v for t, v in latest.items() if v != versions[t]}
             rows = self.spark.table(plan.name).count()
             result.append(ViewStatus(plan.name, True, versions, pending, rows))

@@ -9,6 +9,7 @@ next refresh from the record.
 from __future__ import annotations
 
 import json
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -52,32 +53,67 @@ def _sql(statement: exp.Expression) -> str:
     return to_sql(statement, pretty=False)
 
 
-def history(spark, table: str, limit: int | None = None) -> list[Commit]:
-    """The table's commits, newest first (DESCRIBE HISTORY is a command: no Spark job)."""
-    statement = f"DESCRIBE HISTORY {_sql(table_node(table))}"
-    if limit is not None:
-        statement += f" LIMIT {int(limit)}"
-    rows = spark.sql(statement).select("version", "operation", "userMetadata", "operationMetrics").collect()
-    return [Commit(r.version, r.operation, _parse_record(r.userMetadata), dict(r.operationMetrics or {})) for r in rows]
+COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
-def latest_version(spark, table: str) -> int:
-    return history(spark, table, limit=1)[0].version
+class DeltaLog:
+    """Reads a table's ``_delta_log`` directly through Hadoop's FileSystem.
 
+    Listing the log and reading a commit's JSON runs no Spark job, unlike DESCRIBE HISTORY
+    (which reconstructs a snapshot): this is what lets an unchanged refresh run no job.
+    Table locations come from the session catalog and are cached.
+    """
 
-def commits_between(spark, table: str, old: int, new: int) -> list[Commit]:
-    """Commits with old < version <= new, oldest first."""
-    newest = latest_version(spark, table)
-    if newest <= old:
-        return []
-    return [c for c in reversed(history(spark, table, limit=newest - old)) if old < c.version <= new]
+    def __init__(self, spark):
+        self.spark = spark
+        self._dirs: dict[str, object] = {}
 
+    def _log_dir(self, table: str):
+        if table not in self._dirs:
+            jvm, session = self.spark._jvm, self.spark._jsparkSession
+            identifier = session.sessionState().sqlParser().parseTableIdentifier(table)
+            location = session.sessionState().catalog().getTableMetadata(identifier).location()
+            self._dirs[table] = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(location), "_delta_log")
+        return self._dirs[table]
 
-def last_record(spark, table: str) -> tuple[int, dict]:
-    """The table's latest version and the newest ivm record in its history ({} if none)."""
-    commits = history(spark, table, limit=50)
-    record = next((c.record for c in commits if c.record is not None), {})
-    return commits[0].version, record
+    def _fs(self, path):
+        return path.getFileSystem(self.spark._jsc.hadoopConfiguration())
+
+    def latest_version(self, table: str) -> int:
+        path = self._log_dir(table)
+        versions = [int(m.group(1)) for f in self._fs(path).listStatus(path) if (m := COMMIT_FILE.match(f.getPath().getName()))]
+        if not versions:
+            raise RefreshError(f"{table} has no Delta log", hint="is it a Delta table?")
+        return max(versions)
+
+    def commit(self, table: str, version: int) -> Commit:
+        jvm = self.spark._jvm
+        path = jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.json")
+        stream = self._fs(path).open(path)
+        try:
+            text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+        info: dict = {}
+        for line in text.splitlines():
+            action = json.loads(line) if line.strip() else {}
+            if "commitInfo" in action:
+                info = action["commitInfo"]
+                break
+        return Commit(version, info.get("operation", ""), _parse_record(info.get("userMetadata")), info.get("operationMetrics") or {})
+
+    def commits_between(self, table: str, old: int, new: int) -> list[Commit]:
+        """Commits with old < version <= new, oldest first."""
+        return [self.commit(table, v) for v in range(old + 1, new + 1)]
+
+    def last_record(self, table: str, look_back: int = 50) -> tuple[int, dict]:
+        """The table's latest version and the newest ivm record in its history ({} if none)."""
+        latest = self.latest_version(table)
+        for version in range(latest, max(-1, latest - look_back), -1):
+            record = self.commit(table, version).record
+            if record is not None:
+                return latest, record
+        return latest, {}
 
 
 def _parse_record(text: str | None) -> dict | None:

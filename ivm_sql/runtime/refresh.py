@@ -17,7 +17,7 @@ from typing import Callable
 from pyspark.errors import PySparkException
 
 from ivm_sql.catalog import first_line
-from ivm_sql.compiler import ViewPlan, create_table, plan_fingerprint
+from ivm_sql.compiler import ViewPlan, create_table
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.versions import Versions
@@ -51,12 +51,13 @@ class Refresher:
         self.current: dict[str, int] = {}  # table -> version this refresh reads
         self.base_of: dict[str, dict[str, int]] = {}  # ivm table -> base versions it reflects
         self.recomputed: set[str] = set()
+        self.log = delta_log.DeltaLog(spark)
 
     def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None) -> list[ViewReport]:
         for plan in plans:  # pin every base table once, before any work
             for table in plan.base_tables:
                 if table not in self.current:
-                    self.current[table] = self._run(lambda: delta_log.latest_version(self.spark, table), table)
+                    self.current[table] = self._run(lambda: self.log.latest_version(table), table)
         reports = []
         for plan in plans:
             report = self.refresh_view(plan)
@@ -70,7 +71,7 @@ class Refresher:
         report = ViewReport(plan.name, "unchanged")
         own_tables = {stage.table for stage in plan.stages}
         for stage in plan.stages:
-            action, reason = self.refresh_stage(stage, report, own_tables)
+            action, reason = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
             if action != "unchanged" and report.action in ("unchanged", "incremental"):
                 report.action, report.reason = action, reason
         if report.action in ("created", "recomputed") or not self.spark.catalog.tableExists(plan.name):
@@ -79,11 +80,11 @@ class Refresher:
         report.seconds = time.perf_counter() - started
         return report
 
-    def refresh_stage(self, stage: Stage, report: ViewReport, own_tables: set[str]) -> tuple[str, str]:
+    def refresh_stage(self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]) -> tuple[str, str]:
         exists = self.spark.catalog.tableExists(stage.table)
-        latest, record = delta_log.last_record(self.spark, stage.table) if exists else (None, {})
+        latest, record = self.log.last_record(stage.table) if exists else (None, {})
         recorded: dict[str, int] = record.get("sources", {})
-        reason = self._recompute_reason(stage, exists, record)
+        reason = self._recompute_reason(stage, fingerprint, exists, record)
         if reason is None and all(recorded[t] == self.current[t] for t in stage.sources):
             self.current[stage.table] = latest
             self.base_of[stage.table] = record.get("base", {})
@@ -93,14 +94,14 @@ class Refresher:
             reason = self._history_reason(pins, recorded, report, own_tables)
         if reason is not None:
             self._enable_change_feeds(stage)
-            statement = create_table(stage, stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources}))
+            statement = create_table(stage, stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources}), fingerprint)
         else:
             statement = stage.merge_statement(pins)
         base = self._base_versions(stage)
-        new_record = {"plan": plan_fingerprint(stage), "sources": {t: self.current[t] for t in stage.sources}, "base": base}
+        new_record = {"plan": fingerprint, "sources": {t: self.current[t] for t in stage.sources}, "base": base}
         with delta_log.commit_record(self.spark, new_record):
             self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
-        last = delta_log.history(self.spark, stage.table, limit=1)[0]
+        last = self.log.commit(stage.table, self.log.latest_version(stage.table))
         self.current[stage.table] = last.version
         self.base_of[stage.table] = base
         report.rows_out += last.rows_changed
@@ -109,12 +110,12 @@ class Refresher:
             return ("created" if not exists else "recomputed"), reason
         return "incremental", ""
 
-    def _recompute_reason(self, stage: Stage, exists: bool, record: dict) -> str | None:
+    def _recompute_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
         if not exists:
             return "new"
         if not record:
             return "no ivm record in the table's history"
-        if record.get("plan") != plan_fingerprint(stage):
+        if record.get("plan") != fingerprint:
             return "definition changed"
         if self.full:
             return "--full"
@@ -131,7 +132,7 @@ class Refresher:
         for table, versions in pins.items():
             if not versions.changed:
                 continue
-            for commit in delta_log.commits_between(self.spark, table, recorded[table], self.current[table]):
+            for commit in self.log.commits_between(table, recorded[table], self.current[table]):
                 if commit.operation not in delta_log.INCREMENTAL_OPERATIONS:
                     return f"{table} had a {commit.operation} at version {commit.version}"
                 if table not in own_tables:
@@ -148,7 +149,7 @@ class Refresher:
         for table in stage.sources:
             if table not in self.base_of:  # a base table, not one ivm writes
                 self._run(lambda: delta_log.require_change_feed(self.spark, table), table)
-                self.current[table] = delta_log.latest_version(self.spark, table)
+                self.current[table] = self.log.latest_version(table)
 
     def _run(self, action, table: str):
         try:

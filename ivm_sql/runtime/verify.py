@@ -41,7 +41,7 @@ def recompute_query(plan: ViewPlan, plans: dict[str, ViewPlan], versions: dict[s
 def verify_view(spark, plan: ViewPlan, plans: dict[str, ViewPlan]) -> VerifyResult:
     if not spark.catalog.tableExists(plan.table):
         return VerifyResult(plan.name, False, problem="never refreshed: run `ivm refresh` first")
-    _, record = delta_log.last_record(spark, plan.table)
+    _, record = delta_log.DeltaLog(spark).last_record(plan.table)
     versions = record.get("base", {})
     expected = spark.sql(to_sql(recompute_query(plan, plans, versions), pretty=False))
     actual = spark.table(plan.name)

@@ -1,0 +1,156 @@
+"""The `ivm` command: each command is a few lines over Project, with one error handler."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ivm_sql.errors import IvmError
+from ivm_sql.project import Project
+
+app = typer.Typer(
+    help="Keep SQL views materialized on Spark and Delta Lake, refreshed incrementally.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    project: Path = typer.Option(Path("."), "--project", "-p", help="Project folder (holding ivm.yaml)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Spark's own logs."),
+) -> None:
+    ctx.obj = {"path": project, "verbose": verbose}
+
+
+@contextmanager
+def opened(ctx: typer.Context) -> Iterator[Project]:
+    """The project, with every failure turned into one clear message and exit code 1."""
+    try:
+        yield Project.open(ctx.obj["path"], verbose=ctx.obj["verbose"])
+    except IvmError as error:
+        err.print(f"[red]{error}[/red]")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+    except Exception as error:  # a Spark or Java failure we did not foresee: one line, no stack
+        from ivm_sql.catalog import first_line
+
+        err.print(f"[red]error: {first_line(error)}[/red]\n  hint: run with --verbose for details")
+        if ctx.obj["verbose"]:
+            raise
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def migrate(ctx: typer.Context) -> None:
+    """Apply pending migrations/NNNN_name.sql files in order, each statement once."""
+    with opened(ctx) as project:
+        results = project.migrate()
+        for result in results:
+            state = f"{result.applied_now} applied" if result.applied_now else "up to date"
+            out.print(f"{result.migration.path.name}: {state}")
+        if not results:
+            out.print("no migrations found")
+
+
+@app.command()
+def compile(
+    ctx: typer.Context,
+    views: Optional[List[str]] = typer.Argument(None, help="Views to show (default: all)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write one VIEW.sql file per view here."),
+) -> None:
+    """Print the Spark SQL that maintains each view, without running anything on data."""
+    with opened(ctx) as project:
+        compiled = project.compile(views or None)
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for item in compiled:
+                (out_dir / f"{item.view.split('.')[-1]}.sql").write_text(item.sql)
+            out.print(f"wrote {len(compiled)} files to {out_dir}")
+            return
+        for item in compiled:
+            out.print(item.sql, markup=False)
+
+
+@app.command()
+def refresh(
+    ctx: typer.Context,
+    views: Optional[List[str]] = typer.Argument(None, help="Views to refresh (and the views they read); default: all."),
+    full: bool = typer.Option(False, "--full", help="Recompute from scratch instead of applying changes."),
+) -> None:
+    """Bring views up to date with every source change since their last refresh."""
+    with opened(ctx) as project:
+        out.print(f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy")
+
+        def show(report) -> None:
+            out.print(
+                f"{report.view:<32} {report.rows_in:>8} {report.rows_out:>9} {report.seconds:>6.1f}s  {report.strategy}",
+                markup=False,
+            )
+
+        project.refresh(views or None, full=full, on_view=show)
+
+
+@app.command()
+def status(ctx: typer.Context) -> None:
+    """Per view: the source versions it reflects, pending changes, and its row count."""
+    with opened(ctx) as project:
+        table = Table("view", "reflects", "pending changes", "rows")
+        for item in project.status():
+            if not item.refreshed:
+                table.add_row(item.view, "-", "never refreshed", "-")
+                continue
+            versions = ", ".join(f"{t}@{v}" for t, v in sorted(item.versions.items()))
+            pending = ", ".join(f"{t}@{v}" for t, v in sorted(item.pending.items())) or "none"
+            table.add_row(item.view, versions, pending, str(item.rows))
+        out.print(table)
+
+
+@app.command()
+def verify(
+    ctx: typer.Context,
+    views: Optional[List[str]] = typer.Argument(None, help="Views to check (default: all)."),
+) -> None:
+    """Compare each view with its SELECT recomputed from scratch at the same versions."""
+    with opened(ctx) as project:
+        failed = 0
+        for result in project.verify(views or None):
+            if result.ok:
+                out.print(f"ok        {result.view}")
+                continue
+            failed += 1
+            out.print(f"MISMATCH  {result.view}  {result.problem}", markup=False)
+            for row in result.missing:
+                out.print(f"  missing from the view: {row}", markup=False)
+            for row in result.extra:
+                out.print(f"  not in the recomputed SELECT: {row}", markup=False)
+        if failed:
+            raise typer.Exit(1)
+
+
+@app.command()
+def sql(ctx: typer.Context, statement: str = typer.Argument(..., help="One Spark SQL statement.")) -> None:
+    """Run Spark SQL in the project's database and print the result as a table."""
+    with opened(ctx) as project:
+        result = project.sql(statement)
+        if result.columns:
+            table = Table(*result.columns)
+            for row in result.rows:
+                table.add_row(*("NULL" if v is None else str(v) for v in row))
+            out.print(table)
+
+
+if __name__ == "__main__":  # python -m ivm_sql.cli
+    sys.exit(app())

@@ -1,0 +1,178 @@
+"""The typed model of ``ivm.yaml`` and its loader.
+
+Layout (every key is optional; an empty file gives all defaults)::
+
+    database: shop          # schema for base tables, views and ivm's state tables
+    views: views            # folder of CREATE VIEW files
+    migrations: migrations  # folder of NNNN_name.sql files
+    spark:
+      master: local[*]      # or spark://host:7077, yarn, ...
+      app_name: ivm
+      conf:                 # any extra Spark settings, passed through
+        spark.sql.shuffle.partitions: 4
+
+Errors point at the offending line: the file is composed into yaml nodes first,
+which keep their positions, and only then turned into values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+import yaml
+
+from ivm_sql.errors import ConfigError, Location
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """The ``spark:`` section: where Spark runs and any extra settings for it."""
+
+    master: str = "local[*]"
+    app_name: str = "ivm"
+    conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole of ``ivm.yaml``; folder paths are relative to the project directory."""
+
+    database: str = "default"
+    views_dir: str = "views"
+    migrations_dir: str = "migrations"
+    spark: SparkSettings = field(default_factory=SparkSettings)
+
+    @property
+    def is_embedded(self) -> bool:
+        """True when Spark runs inside this process (a ``local`` master)."""
+        return self.spark.master.startswith("local")
+
+
+_TOP_KEYS = ("database", "views", "migrations", "spark")
+_SPARK_KEYS = ("master", "app_name", "conf")
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate ``ivm.yaml`` at ``path``; raise ConfigError pointing at the bad line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}", location=Location(path)) from exc
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise ConfigError(f"invalid YAML: {exc.problem or exc}", location=Location(path, line)) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", location=Location(path)) from exc
+    if root is None:
+        return Config()
+    return _Reader(path).config(root)
+
+
+class _Reader:
+    """Turns the composed node tree of one file into a Config, checking as it goes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def config(self, root: yaml.Node) -> Config:
+        top = self._mapping(root, "the top level", _TOP_KEYS)
+        values: dict[str, object] = {}
+        if "database" in top:
+            database = self._string(top["database"], "database")
+            if not IDENTIFIER.fullmatch(database):
+                raise ConfigError(
+                    f"database {database!r} is not a plain identifier",
+                    location=self._at(top["database"]),
+                    hint="use letters, digits and underscores, not starting with a digit",
+                )
+            values["database"] = database
+        if "views" in top:
+            values["views_dir"] = self._string(top["views"], "views")
+        if "migrations" in top:
+            values["migrations_dir"] = self._string(top["migrations"], "migrations")
+        if "spark" in top:
+            values["spark"] = self._spark(top["spark"])
+        return Config(**values)  # type: ignore[arg-type]
+
+    def _spark(self, node: yaml.Node) -> SparkSettings:
+        section = self._mapping(node, "spark", _SPARK_KEYS)
+        values: dict[str, object] = {}
+        if "master" in section:
+            values["master"] = self._string(section["master"], "spark.master")
+        if "app_name" in section:
+            values["app_name"] = self._string(section["app_name"], "spark.app_name")
+        if "conf" in section:
+            entries = self._mapping(section["conf"], "spark.conf", None)
+            values["conf"] = MappingProxyType(
+                {key: self._setting(value, key) for key, value in entries.items()}
+            )
+        return SparkSettings(**values)  # type: ignore[arg-type]
+
+    def _mapping(
+        self, node: yaml.Node, what: str, allowed: tuple[str, ...] | None
+    ) -> dict[str, yaml.Node]:
+        """The entries of a mapping node; an empty (null) value counts as an empty mapping."""
+        if self._is_null(node):
+            return {}
+        if not isinstance(node, yaml.MappingNode):
+            raise ConfigError(f"{what} must be a mapping of keys to values", location=self._at(node))
+        entries: dict[str, yaml.Node] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if not isinstance(key, str) or key_node.tag != "tag:yaml.org,2002:str":
+                raise ConfigError(f"keys in {what} must be names", location=self._at(key_node))
+            if allowed is not None and key not in allowed:
+                raise ConfigError(
+                    f"unknown key {key!r} in {what}",
+                    location=self._at(key_node),
+                    hint=f"valid keys are: {', '.join(allowed)}",
+                )
+            if key in entries:
+                raise ConfigError(f"key {key!r} is given twice in {what}", location=self._at(key_node))
+            entries[key] = value_node
+        return entries
+
+    def _string(self, node: yaml.Node, key: str) -> str:
+        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
+            raise ConfigError(f"{key} must be a string, not {_describe(node)}", location=self._at(node))
+        return str(node.value)
+
+    def _setting(self, node: yaml.Node, key: str) -> str:
+        """A Spark conf value: any scalar, passed to Spark as a string (booleans as true/false)."""
+        if not isinstance(node, yaml.ScalarNode) or self._is_null(node):
+            raise ConfigError(
+                f"spark.conf value for {key!r} must be a string, number or boolean, not {_describe(node)}",
+                location=self._at(node),
+            )
+        value = yaml.SafeLoader("").construct_object(node)
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return str(value)
+
+    @staticmethod
+    def _is_null(node: yaml.Node) -> bool:
+        return node.tag == "tag:yaml.org,2002:null"
+
+    def _at(self, node: yaml.Node) -> Location:
+        return Location(self.path, node.start_mark.line + 1)
+
+
+def _describe(node: yaml.Node) -> str:
+    """A short name for what a node holds, for error messages."""
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    kind = node.tag.rsplit(":", 1)[-1]
+    return {"null": "empty", "int": "a number", "float": "a number", "bool": "a boolean"}.get(
+        kind, repr(node.value)
+    )

@@ -1,0 +1,192 @@
+"""Starting Spark with Delta Lake: a Java check, the settings ivm relies on, and a quiet start.
+
+With a ``local`` master Spark runs embedded in this process and keeps a persistent
+catalog (Derby metastore and warehouse) under ``<project>/.ivm/``, so tables made by
+one ``ivm`` command are there for the next. The JVM's console output goes to
+``<project>/.ivm/spark.log`` unless ``verbose`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from delta import configure_spark_with_delta_pip
+from pyspark.logger import PySparkLogger
+from pyspark.sql import SparkSession
+
+from ivm_sql.config import Config
+from ivm_sql.errors import EnvironmentProblem
+
+MIN_JAVA = 17
+JAVA_ADVICE = (
+    f"Install OpenJDK {MIN_JAVA} (e.g. `apt-get install openjdk-{MIN_JAVA}-jre-headless`) and set JAVA_HOME."
+)
+
+# Settings every ivm session has; ivm.yaml's spark.conf is applied after these and wins.
+BASE_SETTINGS: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.sources.default": "delta",
+    "spark.sql.legacy.createHiveTableByDefault": "false",
+    "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+# pyspark logs every failed query with its whole Java stack to stderr through these.
+QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def find_java() -> str | None:
+    """The java executable Spark will use: ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home, "bin", "java")
+        if os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("java")
+
+
+def java_major_version(version_output: str) -> int | None:
+    """The major version in ``java -version`` output (``1.8.0_292`` is 8, ``17.0.15`` is 17)."""
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', version_output)
+    if not match:
+        return None
+    major = int(match.group(1))
+    if major == 1 and match.group(2):
+        return int(match.group(2))
+    return major
+
+
+def check_java() -> None:
+    """Raise EnvironmentProblem unless Java 17 or newer is available to run Spark."""
+    java = find_java()
+    found = "none"
+    if java:
+        try:
+            result = subprocess.run(
+                [java, "-version"], capture_output=True, text=True, timeout=60, check=False
+            )
+            major = java_major_version(result.stderr + result.stdout)
+        except (OSError, subprocess.SubprocessError):
+            major = None
+        if major is not None and major >= MIN_JAVA:
+            return
+        found = f"Java {major}" if major is not None else f"an unusable java at {java}"
+    raise EnvironmentProblem(
+        f"Java {MIN_JAVA} or newer is required to run Spark; found {found}. {JAVA_ADVICE}"
+    )
+
+
+def session_settings(config: Config, project_dir: Path) -> dict[str, str]:
+    """All Spark settings for ``config``, in the order they are applied (later wins)."""
+    settings = dict(BASE_SETTINGS)
+    if config.is_embedded:
+        state = (project_dir / ".ivm").resolve()
+        settings["spark.sql.warehouse.dir"] = str(state / "warehouse")
+        settings["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+            f"jdbc:derby:;databaseName={state / 'metastore_db'};create=true"
+        )
+        settings["spark.driver.extraJavaOptions"] = f"-Dderby.stream.error.file={state / 'derby.log'}"
+    settings.update(config.spark.conf)
+    return settings
+
+
+def build_session(config: Config, project_dir: Path, verbose: bool = False) -> SparkSession:
+    """Start (or reuse) the Spark session for a project.
+
+    A session already running in this process is returned as it is: Spark allows one
+    per process, and its settings were fixed when it started. The first start on a
+    machine fetches Delta's jar from Maven Central (through Ivy) and caches it.
+    """
+    existing = SparkSession.getActiveSession()
+    if existing is not None:
+        return existing
+    check_java()
+    if config.is_embedded:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    state_dir = project_dir / ".ivm"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    log_path = state_dir / "spark.log"
+
+    settings = session_settings(config, project_dir)
+    # Delta sets spark.jars.packages itself; keep any packages the user adds alongside it.
+    user_packages = [p for p in settings.pop("spark.jars.packages", "").split(",") if p.strip()]
+    builder = SparkSession.builder.master(config.spark.master).appName(config.spark.app_name)
+    if config.is_embedded:
+        builder = builder.enableHiveSupport()
+    builder = configure_spark_with_delta_pip(builder, extra_packages=user_packages)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+
+    log_start = log_path.stat().st_size if log_path.exists() else 0
+    try:
+        if verbose:
+            spark = builder.getOrCreate()
+        else:
+            with _console_to(log_path):
+                spark = builder.getOrCreate()
+    except Exception as exc:  # pyspark raises several unrelated types when the JVM fails
+        first_line = next(iter(str(exc).strip().splitlines()), type(exc).__name__)
+        detail = "" if verbose else _last_meaningful_lines(log_path, log_start)
+        reason = detail or first_line
+        raise EnvironmentProblem(
+            f"Spark did not start: {reason}",
+            hint=f"see {log_path}; run with --verbose",
+        ) from exc
+    spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
+    if not verbose:
+        for name in QUERY_CONTEXT_LOGGERS:
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    return spark
+
+
+@contextmanager
+def _console_to(log_path: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``log_path`` for the duration, then restore them.
+
+    Spark's JVM is a child process that inherits these descriptors when it starts, so
+    it keeps writing its logs to the file after they are restored here.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (log_fd, *saved):
+            os.close(fd)
+
+
+def _last_meaningful_lines(log_path: Path, start: int, count: int = 3) -> str:
+    """The last few lines the failed start wrote to the log, without stack frames."""
+    try:
+        with log_path.open("rb") as log:
+            log.seek(start)
+            text = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not re.match(r"\s*(at |\.\.\. \d+ more|Caused by: \.\.\.)", line)
+    ]
+    return " / ".join(lines[-count:])
