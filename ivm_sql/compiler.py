@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, replace
 from graphlib import CycleError, TopologicalSorter
 
@@ -17,7 +18,7 @@ from ivm_sql.catalog import Catalog, QueryError, Schema
 from ivm_sql.errors import SqlError
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, WEIGHT, alias, col, ident, lit, subquery, table, to_sql
+from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
 from ivm_sql.viewdefs import ViewDef
 
 COPY = f"{INTERNAL_PREFIX}_copy"
@@ -120,22 +121,28 @@ def compile_views(views: list[ViewDef], catalog: Catalog, database: str) -> list
 
 def references(view: ViewDef, database: str) -> list[str]:
     """Names of the tables and views a view reads (views of this project: bare name)."""
+    return list(dict.fromkeys(name for name, _ in _table_nodes(view, database)))
+
+
+def _table_nodes(view: ViewDef, database: str) -> list[tuple[str, exp.Table]]:
     ctes = {c.alias_or_name.lower() for c in view.query.find_all(exp.CTE)}
-    names = []
+    found = []
     for node in view.query.find_all(exp.Table):
         if not isinstance(node.this, exp.Identifier):
             continue
         name, db = node.name.lower(), node.db.lower() if node.db else None
         if db is None and name in ctes:
             continue
-        names.append(name if db in (None, database) else f"{db}.{name}")
-    return list(dict.fromkeys(names))
+        found.append((name if db in (None, database) else f"{db}.{name}", node))
+    return found
 
 
 def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan]) -> ViewPlan:
     schemas: dict[str, Schema] = {}
-    for name in references(view, database):
+    for name, node in _table_nodes(view, database):
         full = name if "." in name else f"{database}.{name}"
+        if full in schemas:
+            continue
         if name in plans:
             schemas[full] = plans[name].schema
             continue
@@ -143,12 +150,12 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
         if columns is None:
             raise SqlError(
                 f"view {view.name} reads {full}, which does not exist",
-                location=view.location,
+                location=view.locate(node),
                 hint="create the table in a migration and run `ivm migrate`, or define the view",
             )
         schemas[full] = columns
-    schema = _output_schema(view, catalog, database, plans)
     qualified = _qualify(view, schemas, database)
+    schema = _output_schema(view, catalog, database, plans)
 
     def resolve(node: exp.Table) -> Scan:
         db = node.db.lower() if node.db else database
@@ -175,7 +182,16 @@ def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Qu
             quote_identifiers=True, validate_qualify_columns=True,
         )
     except SqlglotError as error:
-        raise SqlError(f"{error} (in view {view.name})", location=view.location) from None
+        unknown = re.match(r"Column '([^']+)' could not be resolved", str(error))
+        if unknown is None:
+            raise SqlError(f"{error} (in view {view.name})", location=view.location) from None
+        column = unknown.group(1)
+        available = sorted({c for columns in schemas.values() for c, _ in columns})
+        raise SqlError(
+            f"column {column} does not exist in the tables view {view.name} reads",
+            location=view.locate_word(column.split(".")[-1]),
+            hint=f"columns there: {', '.join(available)}",
+        ) from None
 
 
 def _output_schema(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan]) -> Schema:
@@ -199,8 +215,12 @@ def _output_schema(view: ViewDef, catalog: Catalog, database: str, plans: dict[s
             location=view.location,
             hint="give each output column its own name with AS",
         )
-    if any(n.startswith(INTERNAL_PREFIX) or n == WEIGHT for n in names):
-        raise SqlError(f"column names starting with {INTERNAL_PREFIX} are reserved for ivm", location=view.location)
+    if any(n.startswith(INTERNAL_PREFIX) for n in names):
+        raise SqlError(
+            f"column names starting with {INTERNAL_PREFIX} are reserved for ivm (view {view.name})",
+            location=view.location,
+            hint="rename the column with AS",
+        )
     return schema
 
 
@@ -212,8 +232,8 @@ def inline_views(view: ViewDef, database: str, plans: dict[str, ViewPlan]) -> ex
     def expand(node: exp.Expression) -> exp.Expression:
         if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
             return node
-        name = node.name.lower()
-        if node.db or name in ctes:
+        name, db = node.name.lower(), node.db.lower() if node.db else None
+        if db not in (None, database) or (db is None and name in ctes):
             return node
         if name not in plans:
             qualified = node.copy()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,18 +27,32 @@ class ViewDef:
 
     def locate(self, node: exp.Expression | None) -> Location:
         """The file:line of ``node`` inside this view (the view's first line if unknown)."""
-        line = _line_of(node) if node is not None else None
+        return self._at(_line_of(node, self.text) if node is not None else None)
+
+    def locate_word(self, word: str) -> Location:
+        """The file:line where ``word`` first appears in this view's text."""
+        return self._at(_word_line(self.text, word))
+
+    def _at(self, line: int | None) -> Location:
         if line is None:
             return self.location
         return Location(self.location.path, (self.location.line or 1) + line - 1)
 
 
-def _line_of(node: exp.Expression) -> int | None:
+def _line_of(node: exp.Expression, text: str) -> int | None:
+    """The line of a node: from its identifiers' positions, else from its first keyword
+    (functions and clauses carry no position in sqlglot's tree)."""
     for candidate in node.walk():
         meta = candidate.meta if isinstance(candidate, exp.Identifier) else None
         if meta and "line" in meta:
             return meta["line"]
-    return None
+    word = re.match(r"[A-Za-z_]+", node.sql(DIALECT))
+    return _word_line(text, word.group(0)) if word else None
+
+
+def _word_line(text: str, word: str) -> int | None:
+    match = re.search(rf"(?<![\w`]){re.escape(word)}(?![\w`])", text, re.IGNORECASE)
+    return text.count("\n", 0, match.start()) + 1 if match else None
 
 
 def load_views(folder: Path) -> list[ViewDef]:
@@ -83,5 +98,8 @@ def parse_view(text: str, location: Location) -> ViewDef:
         raise SqlError("a view needs AS SELECT ...", location=location)
     name = target.name.lower()
     if name.startswith(INTERNAL_PREFIX):
-        raise SqlError(f"view names starting with {INTERNAL_PREFIX} are reserved for ivm", location=location)
+        raise SqlError(
+            f"view names starting with {INTERNAL_PREFIX} are reserved for ivm", location=location,
+            hint="rename the view",
+        )
     return ViewDef(name, query, column_names, location, text)

@@ -21,6 +21,18 @@ NONDETERMINISTIC_NAMES = {
     "monotonically_increasing_id", "spark_partition_id", "input_file_name", "localtimestamp",
 }
 GENERATORS = (exp.Explode, exp.Posexplode, exp.Inline)
+# Spark aggregates that sqlglot parses as plain functions.
+UNKNOWN_AGGREGATES = {
+    "try_sum", "try_avg", "every", "some", "any", "bool_and", "bool_or", "histogram_numeric",
+    "count_min_sketch", "count_if", "max_by", "min_by", "mode", "percentile", "median",
+    "collect_list", "collect_set", "array_agg", "listagg", "string_agg", "bit_and", "bit_or",
+    "bit_xor", "hll_sketch_agg", "hll_union_agg", "regr_count", "regr_avgx", "regr_avgy",
+    "regr_slope", "regr_intercept", "regr_r2", "regr_sxx", "regr_sxy", "regr_syy", "grouping", "grouping_id",
+}
+
+
+def is_aggregate(node: exp.Expression) -> bool:
+    return isinstance(node, exp.AggFunc) or (isinstance(node, exp.Anonymous) and node.name.lower() in UNKNOWN_AGGREGATES)
 
 
 class Builder:
@@ -74,7 +86,7 @@ class Builder:
             if expression is not None:
                 self._check_expression(expression)
         group = select.args.get("group")
-        aggregates = [a for e in select.expressions for a in e.find_all(exp.AggFunc)]
+        aggregates = [a for e in select.expressions for a in e.walk() if is_aggregate(a)]
         if group is not None or aggregates or select.args.get("having"):
             node = self.aggregate(select, sources, condition)
         else:
@@ -92,8 +104,9 @@ class Builder:
             ("laterals", "LATERAL VIEW", "explode and LATERAL VIEW are not maintained yet"),
             ("windows", "WINDOW", "window functions are not maintained yet"),
         ):
-            if select.args.get(key):
-                raise self.unsupported(select, what, hint)
+            clause = select.args.get(key)
+            if clause:
+                raise self.unsupported(clause[0] if isinstance(clause, list) else clause, what, hint)
 
     def output_names(self, select: exp.Select) -> tuple[str, ...]:
         names = tuple(e.alias_or_name.lower() for e in select.expressions)
@@ -119,8 +132,6 @@ class Builder:
             kind = " ".join(p for p in (join.side, join.kind) if p).upper()
             if kind not in ("", "INNER", "CROSS"):
                 raise self.unsupported(join, f"{kind} JOIN", "only inner joins are maintained incrementally yet")
-            if join.args.get("using"):
-                raise self.unsupported(join, "JOIN ... USING", "write the join condition with ON")
             items.append(join.this)
             if join.args.get("on") is not None:
                 conditions.append(join.args["on"])
@@ -132,6 +143,11 @@ class Builder:
 
     def from_item(self, item: exp.Expression, ctes: dict[str, Node]) -> Node:
         if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
+            for key, what in (("version", "time travel (VERSION/TIMESTAMP AS OF)"), ("sample", "TABLESAMPLE")):
+                if item.args.get(key):
+                    raise self.unsupported(
+                        item, what, "a view is kept equal to its sources' latest rows: read the table itself"
+                    )
             if not item.db and item.name.lower() in ctes:
                 return ctes[item.name.lower()]
             return self.resolve(item)
@@ -162,21 +178,23 @@ class Builder:
         """GROUP BY: a Select computing keys and aggregate arguments, the Aggregate, and a
         Select above it computing the output expressions (and HAVING) from keys and results."""
         group = select.args.get("group")
-        if group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets")):
-            raise self.unsupported(group, "ROLLUP, CUBE and GROUPING SETS", "write one view per grouping")
+        grouping = group.find(exp.Rollup, exp.Cube, exp.GroupingSets) if group is not None else None
+        if grouping is not None or (group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets"))):
+            raise self.unsupported(grouping or group, "ROLLUP, CUBE and GROUPING SETS", "write one view per grouping")
         keys = list(group.expressions) if group is not None else []
         calls: list[tuple[exp.AggFunc, AggCall]] = []
         args: list[exp.Expression] = []
 
-        def aggregate_call(node: exp.AggFunc) -> exp.Column:
+        def aggregate_call(node: exp.Expression) -> exp.Column:
             for seen, call in calls:
                 if seen == node:
                     return col(call.name, AGGREGATE_INPUT)
             func, arg = self.aggregate_function(node)
             arg_name = None
             if arg is not None:
-                arg_name = f"a{len(args)}"
-                args.append(arg)
+                if arg not in args:
+                    args.append(arg)
+                arg_name = f"a{args.index(arg)}"
             call = AggCall(func, arg_name, f"agg{len(calls)}")
             calls.append((node, call))
             return col(call.name, AGGREGATE_INPUT)
@@ -186,7 +204,7 @@ class Builder:
                 for i, key in enumerate(keys):
                     if node == key:
                         return col(f"g{i}", AGGREGATE_INPUT)
-                if isinstance(node, exp.AggFunc):
+                if is_aggregate(node):
                     return aggregate_call(node)
                 return node
 
@@ -209,7 +227,7 @@ class Builder:
         aggregate = Aggregate(inner, key_names, tuple(call for _, call in calls))
         return Select(((AGGREGATE_INPUT, aggregate),), having_condition, self.output_names(select), exprs)
 
-    def aggregate_function(self, node: exp.AggFunc) -> tuple[str, exp.Expression | None]:
+    def aggregate_function(self, node: exp.Expression) -> tuple[str, exp.Expression | None]:
         if isinstance(node, exp.Count):
             arg = node.this
             if arg is None or isinstance(arg, exp.Star):

@@ -32,8 +32,7 @@ def partials(node: Aggregate) -> list[tuple[str, exp.Expression]]:
     weight = col(WEIGHT)
     result = [(COUNT, sum_of(weight))]
     for j, call in enumerate(node.aggs):
-        if call.func == "count_star":
-            result.append((nonnull_count(j), sum_of(weight.copy())))
+        if call.func == "count_star":  # the group's row count itself
             continue
         arg = col(call.arg)
         counted = exp.If(this=exp.Is(this=arg, expression=exp.Null()), true=lit(0), false=weight.copy())
@@ -94,7 +93,7 @@ def reader(table_name: str, node: Aggregate) -> Scan:
     """Each group once (weight 1), its results computed from the state columns."""
     exprs: list[exp.Expression] = [col(k) for k in node.keys]
     for j, call in enumerate(node.aggs):
-        count = col(nonnull_count(j))
+        count = col(COUNT if call.func == "count_star" else nonnull_count(j))
         if call.func in ("count_star", "count"):
             exprs.append(count)
             continue

@@ -1,0 +1,82 @@
+-- view shop.categories_sold  (views/sales.sql:17)
+-- reads: order_lines
+-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
+-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
+
+-- stage 1/1: shop.__ivm_categories_sold [distinct] incremental: per-row counts, a row appears or disappears when its count crosses zero
+-- first refresh (or recompute):
+CREATE OR REPLACE TABLE `shop`.`__ivm_categories_sold`
+USING DELTA
+TBLPROPERTIES (
+  'delta.enableChangeDataFeed'='true',
+  'ivm.plan'='9309f887f83cc517'
+) AS
+SELECT
+  `category`,
+  SUM(`__ivm_w`) AS `__ivm_w`
+FROM (
+  SELECT
+    `order_lines`.`category` AS `category`,
+    `order_lines`.`__ivm_w` AS `__ivm_w`
+  FROM (
+    SELECT
+      `order_id` AS `order_id`,
+      `customer` AS `customer`,
+      `country` AS `country`,
+      `product` AS `product`,
+      `category` AS `category`,
+      `quantity` AS `quantity`,
+      CAST(`amount` AS DECIMAL(10, 2)) AS `amount`,
+      `status` AS `status`,
+      `__ivm_w` AS `__ivm_w`
+    FROM `shop`.`__ivm_order_lines` VERSION AS OF :shop___ivm_order_lines_new
+  ) AS `order_lines`
+) AS `d`
+GROUP BY
+  `category`
+HAVING
+  SUM(`__ivm_w`) <> 0;
+-- each refresh:
+MERGE INTO `shop`.`__ivm_categories_sold` AS `t`
+USING (
+  SELECT
+    `category`,
+    SUM(`__ivm_w`) AS `__ivm_w`
+  FROM (
+    SELECT
+      `order_lines`.`category` AS `category`,
+      `order_lines`.`__ivm_w` AS `__ivm_w`
+    FROM (
+      SELECT
+        `order_id` AS `order_id`,
+        `customer` AS `customer`,
+        `country` AS `country`,
+        `product` AS `product`,
+        `category` AS `category`,
+        `quantity` AS `quantity`,
+        CAST(`amount` AS DECIMAL(10, 2)) AS `amount`,
+        `status` AS `status`,
+        IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) * `__ivm_w` AS `__ivm_w`
+      FROM TABLE_CHANGES(
+        'shop.__ivm_order_lines',
+        :shop___ivm_order_lines_old + 1,
+        :shop___ivm_order_lines_new
+      )
+    ) AS `order_lines`
+  ) AS `d`
+  GROUP BY
+    `category`
+  HAVING
+    SUM(`__ivm_w`) <> 0
+) AS `s`
+ON `t`.`category` IS NOT DISTINCT FROM `s`.`category`
+WHEN MATCHED AND `t`.`__ivm_w` + `s`.`__ivm_w` = 0 THEN DELETE
+WHEN MATCHED THEN UPDATE SET
+  `t`.`__ivm_w` = `t`.`__ivm_w` + `s`.`__ivm_w`
+WHEN NOT MATCHED THEN INSERT (`category`, `__ivm_w`) VALUES (`s`.`category`, `s`.`__ivm_w`);
+
+-- what users query:
+CREATE OR REPLACE VIEW `shop`.`categories_sold` AS
+SELECT
+  `category` AS `category`
+FROM `shop`.`__ivm_categories_sold`;

@@ -1,0 +1,206 @@
+-- view shop.order_lines  (views/sales.sql:2)
+-- reads: shop.orders, shop.customers, shop.products
+-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
+-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
+
+-- stage 1/1: shop.__ivm_order_lines [bag] incremental: linear and join changes applied to the stored rows (multiplicity per row)
+-- first refresh (or recompute):
+CREATE OR REPLACE TABLE `shop`.`__ivm_order_lines`
+USING DELTA
+TBLPROPERTIES (
+  'delta.enableChangeDataFeed'='true',
+  'ivm.plan'='ab2913c96ef220b8'
+) AS
+SELECT
+  `order_id`,
+  `customer`,
+  `country`,
+  `product`,
+  `category`,
+  `quantity`,
+  `amount`,
+  `status`,
+  SUM(`__ivm_w`) AS `__ivm_w`
+FROM (
+  SELECT
+    `o`.`id` AS `order_id`,
+    `c`.`name` AS `customer`,
+    `c`.`country` AS `country`,
+    `p`.`name` AS `product`,
+    `p`.`category` AS `category`,
+    `o`.`quantity` AS `quantity`,
+    `o`.`quantity` * `p`.`price` AS `amount`,
+    `o`.`status` AS `status`,
+    1 AS `__ivm_w`
+  FROM `shop`.`orders` VERSION AS OF :shop_orders_new AS `o`
+  INNER JOIN `shop`.`customers` VERSION AS OF :shop_customers_new AS `c`
+    ON `o`.`customer_id` = `c`.`id`
+  INNER JOIN `shop`.`products` VERSION AS OF :shop_products_new AS `p`
+    ON `o`.`product_id` = `p`.`id`
+) AS `d`
+GROUP BY
+  `order_id`,
+  `customer`,
+  `country`,
+  `product`,
+  `category`,
+  `quantity`,
+  `amount`,
+  `status`
+HAVING
+  SUM(`__ivm_w`) <> 0;
+-- each refresh:
+MERGE INTO `shop`.`__ivm_order_lines` AS `t`
+USING (
+  SELECT
+    `order_id`,
+    `customer`,
+    `country`,
+    `product`,
+    `category`,
+    `quantity`,
+    `amount`,
+    `status`,
+    SUM(`__ivm_w`) AS `__ivm_w`
+  FROM (
+    SELECT
+      `o`.`id` AS `order_id`,
+      `c`.`name` AS `customer`,
+      `c`.`country` AS `country`,
+      `p`.`name` AS `product`,
+      `p`.`category` AS `category`,
+      `o`.`quantity` AS `quantity`,
+      `o`.`quantity` * `p`.`price` AS `amount`,
+      `o`.`status` AS `status`,
+      `o`.`__ivm_w` AS `__ivm_w`
+    FROM (
+      SELECT
+        `id` AS `id`,
+        `customer_id` AS `customer_id`,
+        `product_id` AS `product_id`,
+        `quantity` AS `quantity`,
+        `status` AS `status`,
+        IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) AS `__ivm_w`
+      FROM TABLE_CHANGES('shop.orders', :shop_orders_old + 1, :shop_orders_new)
+    ) AS `o`
+    INNER JOIN `shop`.`customers` VERSION AS OF :shop_customers_old AS `c`
+      ON `o`.`customer_id` = `c`.`id`
+    INNER JOIN `shop`.`products` VERSION AS OF :shop_products_old AS `p`
+      ON `o`.`product_id` = `p`.`id`
+    UNION ALL
+    SELECT
+      `o`.`id` AS `order_id`,
+      `c`.`name` AS `customer`,
+      `c`.`country` AS `country`,
+      `p`.`name` AS `product`,
+      `p`.`category` AS `category`,
+      `o`.`quantity` AS `quantity`,
+      `o`.`quantity` * `p`.`price` AS `amount`,
+      `o`.`status` AS `status`,
+      `c`.`__ivm_w` AS `__ivm_w`
+    FROM `shop`.`orders` VERSION AS OF :shop_orders_new AS `o`
+    INNER JOIN (
+      SELECT
+        `id` AS `id`,
+        `name` AS `name`,
+        `country` AS `country`,
+        IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) AS `__ivm_w`
+      FROM TABLE_CHANGES('shop.customers', :shop_customers_old + 1, :shop_customers_new)
+    ) AS `c`
+      ON `o`.`customer_id` = `c`.`id`
+    INNER JOIN `shop`.`products` VERSION AS OF :shop_products_old AS `p`
+      ON `o`.`product_id` = `p`.`id`
+    UNION ALL
+    SELECT
+      `o`.`id` AS `order_id`,
+      `c`.`name` AS `customer`,
+      `c`.`country` AS `country`,
+      `p`.`name` AS `product`,
+      `p`.`category` AS `category`,
+      `o`.`quantity` AS `quantity`,
+      `o`.`quantity` * `p`.`price` AS `amount`,
+      `o`.`status` AS `status`,
+      `p`.`__ivm_w` AS `__ivm_w`
+    FROM `shop`.`orders` VERSION AS OF :shop_orders_new AS `o`
+    INNER JOIN `shop`.`customers` VERSION AS OF :shop_customers_new AS `c`
+      ON `o`.`customer_id` = `c`.`id`
+    INNER JOIN (
+      SELECT
+        `id` AS `id`,
+        `name` AS `name`,
+        `category` AS `category`,
+        `price` AS `price`,
+        IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) AS `__ivm_w`
+      FROM TABLE_CHANGES('shop.products', :shop_products_old + 1, :shop_products_new)
+    ) AS `p`
+      ON `o`.`product_id` = `p`.`id`
+  ) AS `d`
+  GROUP BY
+    `order_id`,
+    `customer`,
+    `country`,
+    `product`,
+    `category`,
+    `quantity`,
+    `amount`,
+    `status`
+  HAVING
+    SUM(`__ivm_w`) <> 0
+) AS `s`
+ON `t`.`order_id` IS NOT DISTINCT FROM `s`.`order_id`
+AND `t`.`customer` IS NOT DISTINCT FROM `s`.`customer`
+AND `t`.`country` IS NOT DISTINCT FROM `s`.`country`
+AND `t`.`product` IS NOT DISTINCT FROM `s`.`product`
+AND `t`.`category` IS NOT DISTINCT FROM `s`.`category`
+AND `t`.`quantity` IS NOT DISTINCT FROM `s`.`quantity`
+AND `t`.`amount` IS NOT DISTINCT FROM `s`.`amount`
+AND `t`.`status` IS NOT DISTINCT FROM `s`.`status`
+WHEN MATCHED AND `t`.`__ivm_w` + `s`.`__ivm_w` = 0 THEN DELETE
+WHEN MATCHED THEN UPDATE SET
+  `t`.`__ivm_w` = `t`.`__ivm_w` + `s`.`__ivm_w`
+WHEN NOT MATCHED THEN INSERT (
+  `order_id`,
+  `customer`,
+  `country`,
+  `product`,
+  `category`,
+  `quantity`,
+  `amount`,
+  `status`,
+  `__ivm_w`
+) VALUES (
+  `s`.`order_id`,
+  `s`.`customer`,
+  `s`.`country`,
+  `s`.`product`,
+  `s`.`category`,
+  `s`.`quantity`,
+  `s`.`amount`,
+  `s`.`status`,
+  `s`.`__ivm_w`
+);
+
+-- what users query:
+CREATE OR REPLACE VIEW `shop`.`order_lines` AS
+SELECT
+  `order_id`,
+  `customer`,
+  `country`,
+  `product`,
+  `category`,
+  `quantity`,
+  `amount`,
+  `status`
+FROM (
+  SELECT
+    `order_id` AS `order_id`,
+    `customer` AS `customer`,
+    `country` AS `country`,
+    `product` AS `product`,
+    `category` AS `category`,
+    `quantity` AS `quantity`,
+    CAST(`amount` AS DECIMAL(10, 2)) AS `amount`,
+    `status` AS `status`,
+    EXPLODE(SEQUENCE(1, `__ivm_w`)) AS `__ivm_copy`
+  FROM `shop`.`__ivm_order_lines`
+) AS `rows`;

@@ -1,0 +1,112 @@
+-- view shop.revenue_by_country  (views/sales.sql:10)
+-- reads: order_lines
+-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
+-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
+
+-- stage 1/1: shop.__ivm_revenue_by_country [aggregate] incremental: COUNT/SUM/AVG per group updated from the change alone
+-- first refresh (or recompute):
+CREATE OR REPLACE TABLE `shop`.`__ivm_revenue_by_country`
+USING DELTA
+TBLPROPERTIES (
+  'delta.enableChangeDataFeed'='true',
+  'ivm.plan'='1d33f2e5f0f7fc04'
+) AS
+SELECT
+  `g0`,
+  COALESCE(SUM(`__ivm_w`), 0) AS `__ivm_count`,
+  COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) AS `__ivm_n1`,
+  COALESCE(SUM(`a0` * `__ivm_w`), 0) AS `__ivm_s1`,
+  COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) AS `__ivm_n2`,
+  COALESCE(SUM(`a0` * `__ivm_w`), 0) AS `__ivm_s2`
+FROM (
+  SELECT
+    `order_lines`.`country` AS `g0`,
+    `order_lines`.`amount` AS `a0`,
+    `order_lines`.`__ivm_w` AS `__ivm_w`
+  FROM (
+    SELECT
+      `order_id` AS `order_id`,
+      `customer` AS `customer`,
+      `country` AS `country`,
+      `product` AS `product`,
+      `category` AS `category`,
+      `quantity` AS `quantity`,
+      CAST(`amount` AS DECIMAL(10, 2)) AS `amount`,
+      `status` AS `status`,
+      `__ivm_w` AS `__ivm_w`
+    FROM `shop`.`__ivm_order_lines` VERSION AS OF :shop___ivm_order_lines_new
+  ) AS `order_lines`
+  WHERE
+    `order_lines`.`status` <> 'cancelled'
+) AS `d`
+GROUP BY
+  `g0`;
+-- each refresh:
+MERGE INTO `shop`.`__ivm_revenue_by_country` AS `t`
+USING (
+  SELECT
+    `g0`,
+    COALESCE(SUM(`__ivm_w`), 0) AS `__ivm_count`,
+    COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) AS `__ivm_n1`,
+    COALESCE(SUM(`a0` * `__ivm_w`), 0) AS `__ivm_s1`,
+    COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) AS `__ivm_n2`,
+    COALESCE(SUM(`a0` * `__ivm_w`), 0) AS `__ivm_s2`
+  FROM (
+    SELECT
+      `order_lines`.`country` AS `g0`,
+      `order_lines`.`amount` AS `a0`,
+      `order_lines`.`__ivm_w` AS `__ivm_w`
+    FROM (
+      SELECT
+        `order_id` AS `order_id`,
+        `customer` AS `customer`,
+        `country` AS `country`,
+        `product` AS `product`,
+        `category` AS `category`,
+        `quantity` AS `quantity`,
+        CAST(`amount` AS DECIMAL(10, 2)) AS `amount`,
+        `status` AS `status`,
+        IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) * `__ivm_w` AS `__ivm_w`
+      FROM TABLE_CHANGES(
+        'shop.__ivm_order_lines',
+        :shop___ivm_order_lines_old + 1,
+        :shop___ivm_order_lines_new
+      )
+    ) AS `order_lines`
+    WHERE
+      `order_lines`.`status` <> 'cancelled'
+  ) AS `d`
+  GROUP BY
+    `g0`
+  HAVING
+    COALESCE(SUM(`__ivm_w`), 0) <> 0
+    OR COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) <> 0
+    OR COALESCE(SUM(`a0` * `__ivm_w`), 0) <> 0
+    OR COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) <> 0
+    OR COALESCE(SUM(`a0` * `__ivm_w`), 0) <> 0
+) AS `s`
+ON `t`.`g0` IS NOT DISTINCT FROM `s`.`g0`
+WHEN MATCHED AND `t`.`__ivm_count` + `s`.`__ivm_count` = 0 THEN DELETE
+WHEN MATCHED THEN UPDATE SET
+  `t`.`__ivm_count` = `t`.`__ivm_count` + `s`.`__ivm_count`,
+  `t`.`__ivm_n1` = `t`.`__ivm_n1` + `s`.`__ivm_n1`,
+  `t`.`__ivm_s1` = `t`.`__ivm_s1` + `s`.`__ivm_s1`,
+  `t`.`__ivm_n2` = `t`.`__ivm_n2` + `s`.`__ivm_n2`,
+  `t`.`__ivm_s2` = `t`.`__ivm_s2` + `s`.`__ivm_s2`
+WHEN NOT MATCHED THEN INSERT (`g0`, `__ivm_count`, `__ivm_n1`, `__ivm_s1`, `__ivm_n2`, `__ivm_s2`) VALUES (
+  `s`.`g0`,
+  `s`.`__ivm_count`,
+  `s`.`__ivm_n1`,
+  `s`.`__ivm_s1`,
+  `s`.`__ivm_n2`,
+  `s`.`__ivm_s2`
+);
+
+-- what users query:
+CREATE OR REPLACE VIEW `shop`.`revenue_by_country` AS
+SELECT
+  `g0` AS `country`,
+  `__ivm_count` AS `orders`,
+  CAST(CASE WHEN `__ivm_n1` > 0 THEN `__ivm_s1` END AS DECIMAL(10, 2)) AS `revenue`,
+  CASE WHEN `__ivm_n2` > 0 THEN `__ivm_s2` / `__ivm_n2` END AS `avg_order`
+FROM `shop`.`__ivm_revenue_by_country`;

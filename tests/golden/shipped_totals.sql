@@ -1,0 +1,63 @@
+-- view shop.shipped_totals  (views/sales.sql:21)
+-- reads: shop.orders
+-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
+-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
+
+-- stage 1/1: shop.__ivm_shipped_totals [aggregate] incremental: COUNT/SUM/AVG per group updated from the change alone
+-- first refresh (or recompute):
+CREATE OR REPLACE TABLE `shop`.`__ivm_shipped_totals`
+USING DELTA
+TBLPROPERTIES (
+  'delta.enableChangeDataFeed'='true',
+  'ivm.plan'='0591960179467491'
+) AS
+SELECT
+  COALESCE(SUM(`__ivm_w`), 0) AS `__ivm_count`,
+  COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) AS `__ivm_n1`,
+  COALESCE(SUM(`a0` * `__ivm_w`), 0) AS `__ivm_s1`
+FROM (
+  SELECT
+    `orders`.`quantity` AS `a0`,
+    1 AS `__ivm_w`
+  FROM `shop`.`orders` VERSION AS OF :shop_orders_new AS `orders`
+  WHERE
+    `orders`.`status` = 'shipped'
+) AS `d`;
+-- each refresh:
+MERGE INTO `shop`.`__ivm_shipped_totals` AS `t`
+USING (
+  SELECT
+    COALESCE(SUM(`__ivm_w`), 0) AS `__ivm_count`,
+    COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) AS `__ivm_n1`,
+    COALESCE(SUM(`a0` * `__ivm_w`), 0) AS `__ivm_s1`
+  FROM (
+    SELECT
+      `orders`.`quantity` AS `a0`,
+      `orders`.`__ivm_w` AS `__ivm_w`
+    FROM (
+      SELECT
+        `id` AS `id`,
+        `customer_id` AS `customer_id`,
+        `product_id` AS `product_id`,
+        `quantity` AS `quantity`,
+        `status` AS `status`,
+        IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) AS `__ivm_w`
+      FROM TABLE_CHANGES('shop.orders', :shop_orders_old + 1, :shop_orders_new)
+    ) AS `orders`
+    WHERE
+      `orders`.`status` = 'shipped'
+  ) AS `d`
+) AS `s`
+ON TRUE
+WHEN MATCHED THEN UPDATE SET
+  `t`.`__ivm_count` = `t`.`__ivm_count` + `s`.`__ivm_count`,
+  `t`.`__ivm_n1` = `t`.`__ivm_n1` + `s`.`__ivm_n1`,
+  `t`.`__ivm_s1` = `t`.`__ivm_s1` + `s`.`__ivm_s1`
+WHEN NOT MATCHED THEN INSERT (`__ivm_count`, `__ivm_n1`, `__ivm_s1`) VALUES (`s`.`__ivm_count`, `s`.`__ivm_n1`, `s`.`__ivm_s1`);
+
+-- what users query:
+CREATE OR REPLACE VIEW `shop`.`shipped_totals` AS
+SELECT
+  `__ivm_count` AS `orders`,
+  CASE WHEN `__ivm_n1` > 0 THEN `__ivm_s1` END AS `items`
+FROM `shop`.`__ivm_shipped_totals`;
