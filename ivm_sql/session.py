@@ -90,7 +90,10 @@ def check_java() -> None:
 
 
 def session_settings(config: Config, project_dir: Path) -> dict[str, str]:
-    """All Spark settings for ``config``, in the order they are applied (later wins)."""
+    """All Spark settings for ``config``: ivm's, then ivm.yaml's spark.conf, which wins.
+
+    ``spark.driver.extraJavaOptions`` from ivm.yaml is added to ivm's rather than replacing them.
+    """
     settings = dict(BASE_SETTINGS)
     if config.is_embedded:
         state = (project_dir / ".ivm").resolve()
@@ -99,7 +102,11 @@ def session_settings(config: Config, project_dir: Path) -> dict[str, str]:
             f"jdbc:derby:;databaseName={state / 'metastore_db'};create=true"
         )
         settings["spark.driver.extraJavaOptions"] = f"-Dderby.stream.error.file={state / 'derby.log'}"
-    settings.update(config.spark.conf)
+    for key, value in config.spark.conf.items():
+        if key == "spark.driver.extraJavaOptions" and key in settings:
+            # Appended, so derby.log stays in .ivm; a later -D of the same name still wins.
+            value = f"{settings[key]} {value}"
+        settings[key] = value
     return settings
 
 
@@ -143,7 +150,7 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
         reason = detail or first_line
         raise EnvironmentProblem(
             f"Spark did not start: {reason}",
-            hint=f"see {log_path}; run with --verbose",
+            hint="see the output above" if verbose else f"see {log_path}; run with --verbose",
         ) from exc
     spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     if not verbose:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlglot import Token, TokenType
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import TokenError
-from sqlglot.tokens import Token, TokenType
 
 from ivm_sql.errors import Location, SqlError
 

@@ -1,0 +1,73 @@
+"""Shared fixtures: one Spark session for the whole run, and throwaway projects."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from pyspark.sql import SparkSession
+
+from ivm_sql.config import Config, SparkSettings
+from ivm_sql.session import build_session
+
+MakeProject = Callable[[dict[str, str]], Path]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the ``spark`` fixture with ``spark``."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    """The one Spark session of the test run, with its catalog in a temporary directory.
+
+    The JVM compiles with C1 only: these short runs spend most of their time warming
+    up, and skipping the optimizing compiler makes the suite much faster.
+    """
+    settings = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    }
+    config = Config(spark=SparkSettings(conf=settings))
+    session = build_session(config, tmp_path_factory.mktemp("spark"))
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def tmp_project(tmp_path_factory: pytest.TempPathFactory) -> MakeProject:
+    """A factory writing ``{relative path: text}`` into a fresh project directory.
+
+    ``ivm.yaml`` always gets a database of its own (``t_<8 hex digits>``) unless the
+    given one names a database, so projects sharing the Spark session do not collide.
+    """
+
+    def make_project(files: dict[str, str]) -> Path:
+        root = tmp_path_factory.mktemp("project")
+        files = {**files, "ivm.yaml": _with_own_database(files.get("ivm.yaml", ""))}
+        for name, text in files.items():
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        return root
+
+    return make_project
+
+
+def _with_own_database(text: str) -> str:
+    """``text`` with a unique ``database:`` appended, unless it sets one or is not a mapping."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    sets_database = isinstance(data, dict) and "database" in data
+    if sets_database or not isinstance(data, dict | None):
+        return text
+    separator = "" if not text or text.endswith("\n") else "\n"
+    return f"{text}{separator}database: t_{uuid.uuid4().hex[:8]}\n"

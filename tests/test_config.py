@@ -1,0 +1,115 @@
+"""Loading ivm.yaml: defaults, every key, and errors that point at the right line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ivm_sql.config import Config, SparkSettings, load_config
+from ivm_sql.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "ivm.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def load_error(tmp_path: Path, text: str) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text))
+    return caught.value
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n# and another\n"])
+def test_empty_file_gives_defaults(tmp_path: Path, text: str) -> None:
+    config = load_config(write(tmp_path, text))
+    assert config == Config()
+    assert config.database == "default"
+    assert config.spark.master == "local[*]"
+    assert config.is_embedded
+
+
+def test_full_file(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            """\
+database: shop          # schema for base tables, views and ivm's state tables
+views: sql/views
+migrations: sql/migrations
+spark:
+  master: spark://host:7077
+  app_name: shop-ivm
+  conf:
+    spark.sql.shuffle.partitions: 4
+    spark.sql.adaptive.enabled: false
+    spark.executor.memory: 2g
+""",
+        )
+    )
+    assert config.database == "shop"
+    assert config.views_dir == "sql/views"
+    assert config.migrations_dir == "sql/migrations"
+    assert config.spark.master == "spark://host:7077"
+    assert config.spark.app_name == "shop-ivm"
+    assert dict(config.spark.conf) == {
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.executor.memory": "2g",
+    }
+    assert not config.is_embedded
+
+
+def test_empty_spark_section_gives_defaults(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "spark:\n")).spark == SparkSettings()
+
+
+def test_unknown_key_names_key_line_and_valid_keys(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "database: shop\nview: views\n")
+    assert error.location is not None
+    assert error.location.path == tmp_path / "ivm.yaml"
+    assert error.location.line == 2
+    assert "'view'" in error.message
+    assert error.hint is not None and "views" in error.hint and "migrations" in error.hint
+
+
+def test_unknown_key_in_spark_section(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "spark:\n  master: local[2]\n  memory: 4g\n")
+    assert error.location is not None and error.location.line == 3
+    assert "'memory'" in error.message
+    assert error.hint is not None and "app_name" in error.hint
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("database: shop\nviews: [a, b]\n", 2, "views must be a string"),
+        ("database: 42\n", 1, "database must be a string"),
+        ("spark: local\n", 1, "spark must be a mapping"),
+        ("spark:\n  conf:\n    spark.x:\n      nested: 1\n", 4, "spark.conf value"),
+    ],
+)
+def test_wrong_type_points_at_line(tmp_path: Path, text: str, line: int, words: str) -> None:
+    error = load_error(tmp_path, text)
+    assert error.location is not None and error.location.line == line
+    assert words in error.message
+
+
+def test_invalid_yaml_reports_yaml_line(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "database: shop\nspark:\n  master: [local\n  app_name: x\n")
+    assert "invalid YAML" in error.message
+    assert error.location is not None and error.location.line == 4
+
+
+@pytest.mark.parametrize("name", ["1shop", "my-shop", "shop.x", "`shop`"])
+def test_database_must_be_plain_identifier(tmp_path: Path, name: str) -> None:
+    error = load_error(tmp_path, f"# comment\ndatabase: '{name}'\n")
+    assert error.location is not None and error.location.line == 2
+    assert "plain identifier" in error.message
+
+
+def test_error_text_shows_file_and_line(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "bogus: 1\n")
+    assert str(error).startswith(f"{tmp_path / 'ivm.yaml'}:1: config error: unknown key 'bogus'")
