@@ -8,7 +8,7 @@ import pytest
 from sqlglot import exp
 
 from ivm_sql import compiler
-from ivm_sql.algebra.nodes import AggCall, Aggregate, Distinct, Node, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import AggCall, Aggregate, Distinct, Node, Recompute, Scan, Select, UnionAll
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler import compile_views
 from ivm_sql.errors import IvmError, Location, SqlError, UnsupportedError
@@ -336,10 +336,6 @@ REFUSALS = {
     "limit": ("SELECT a\nFROM t\nLIMIT 5", UnsupportedError, "LIMIT", 4),
     "intersect": ("SELECT a FROM t\nINTERSECT\nSELECT a FROM u", UnsupportedError, "INTERSECT", 2),
     "except": ("SELECT a FROM t\nEXCEPT\nSELECT a FROM u", UnsupportedError, "EXCEPT", 2),
-    "count distinct": ("SELECT b,\n  COUNT(DISTINCT a) AS n\nFROM t GROUP BY b", UnsupportedError, "COUNT(DISTINCT", 3),
-    "sum distinct": ("SELECT b,\n  SUM(DISTINCT a) AS n\nFROM t GROUP BY b", UnsupportedError, "SUM(DISTINCT", 3),
-    "min": ("SELECT b,\n  MIN(a) AS n\nFROM t GROUP BY b", UnsupportedError, "MIN", 3),
-    "max": ("SELECT b,\n  MAX(a) AS n\nFROM t GROUP BY b", UnsupportedError, "MAX", 3),
     "rand": ("SELECT a,\n  rand() AS r\nFROM t", UnsupportedError, "RAND", 3),
     "uuid": ("SELECT a,\n  uuid() AS r\nFROM t", UnsupportedError, "UUID", 3),
     "current_timestamp": ("SELECT a,\n  current_timestamp() AS r\nFROM t", UnsupportedError, "CURRENT_TIMESTAMP", 3),
@@ -503,15 +499,29 @@ def test_sampling_and_time_travel_in_from_are_refused(source: str) -> None:
     assert caught.value.hint
 
 
-@pytest.mark.parametrize("call, group", [("try_sum(a)", ""), ("every(a > 1)", "\nGROUP BY b")])
-def test_aggregates_sqlglot_does_not_know_are_refused(call: str, group: str) -> None:
-    # BUG: sqlglot parses some Spark aggregates (try_sum, try_avg, every, some, any,
-    # histogram_numeric, ...) as plain functions (not exp.AggFunc). Without
-    # GROUP BY the view compiles as a per-row bag view (its first load is right, every refresh
-    # then fails in Spark); with GROUP BY the error blames the column inside the call
-    # ("neither grouped nor aggregated").
+@pytest.mark.parametrize(
+    "call, group",
+    [
+        ("MIN(a)", "\nGROUP BY b"), ("MAX(a)", "\nGROUP BY b"), ("COUNT(DISTINCT a)", "\nGROUP BY b"),
+        ("SUM(DISTINCT a)", "\nGROUP BY b"), ("try_sum(a)", ""), ("every(a > 1)", "\nGROUP BY b"),
+        ("percentile(a, 0.5)", ""), ("max_by(c, a)", "\nGROUP BY b"),
+    ],
+)
+def test_non_invertible_aggregates_recompute_touched_groups(call: str, group: str) -> None:
+    """Aggregates other than COUNT/SUM/AVG (including those sqlglot parses as plain
+    functions) become a Recompute keyed by the group: only touched groups are recomputed."""
     select = f"SELECT {call} AS x" if not group else f"SELECT b, {call} AS x"
+    node = root(f"CREATE VIEW v AS\n{select}\nFROM t{group}")
+    assert isinstance(node, Select)
+    ((alias, recompute),) = node.sources
+    assert isinstance(recompute, Recompute)
+    assert recompute.keys == ((("g0",) if group else ()),)
+    assert call.split("(")[0].upper() in recompute.reason
+
+
+@pytest.mark.parametrize("call", ["first(a)", "last(a)", "collect_list(a)", "any_value(a)"])
+def test_order_dependent_aggregates_are_refused(call: str) -> None:
     with pytest.raises(UnsupportedError) as caught:
-        compile_views(views(f"CREATE VIEW v AS\n{select}\nFROM t{group}"), CATALOG, "db")
-    assert call.split("(")[0] in caught.value.message.lower()
-    assert caught.value.location == Location(PATH, FIRST_LINE + 1)
+        compile_views(views(f"CREATE VIEW v AS\nSELECT b,\n  {call} AS x\nFROM t GROUP BY b"), CATALOG, "db")
+    assert "order" in caught.value.message and caught.value.hint
+    assert caught.value.location == Location(PATH, FIRST_LINE + 2)

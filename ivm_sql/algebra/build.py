@@ -6,12 +6,12 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import AggCall, Aggregate, Distinct, Node, Select, UnionAll
+from ivm_sql.algebra import aggregates
+from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.sqlbuild import col
 from ivm_sql.viewdefs import ViewDef
 
-AGGREGATE_INPUT = "__agg"  # alias of the aggregate's output inside the projection above it
 
 # Functions whose value is not a function of the row: a view using them has no single
 # correct content to maintain.
@@ -21,18 +21,6 @@ NONDETERMINISTIC_NAMES = {
     "monotonically_increasing_id", "spark_partition_id", "input_file_name", "localtimestamp",
 }
 GENERATORS = (exp.Explode, exp.Posexplode, exp.Inline)
-# Spark aggregates that sqlglot parses as plain functions.
-UNKNOWN_AGGREGATES = {
-    "try_sum", "try_avg", "every", "some", "any", "bool_and", "bool_or", "histogram_numeric",
-    "count_min_sketch", "count_if", "max_by", "min_by", "mode", "percentile", "median",
-    "collect_list", "collect_set", "array_agg", "listagg", "string_agg", "bit_and", "bit_or",
-    "bit_xor", "hll_sketch_agg", "hll_union_agg", "regr_count", "regr_avgx", "regr_avgy",
-    "regr_slope", "regr_intercept", "regr_r2", "regr_sxx", "regr_sxy", "regr_syy", "grouping", "grouping_id",
-}
-
-
-def is_aggregate(node: exp.Expression) -> bool:
-    return isinstance(node, exp.AggFunc) or (isinstance(node, exp.Anonymous) and node.name.lower() in UNKNOWN_AGGREGATES)
 
 
 class Builder:
@@ -86,8 +74,8 @@ class Builder:
             if expression is not None:
                 self._check_expression(expression)
         group = select.args.get("group")
-        aggregates = [a for e in select.expressions for a in e.walk() if is_aggregate(a)]
-        if group is not None or aggregates or select.args.get("having"):
+        calls = [a for e in select.expressions for a in aggregates.calls_in(e)]
+        if group is not None or calls or select.args.get("having"):
             node = self.aggregate(select, sources, condition)
         else:
             node = Select(sources, condition, self.output_names(select), tuple(_unalias(e) for e in select.expressions))
@@ -175,74 +163,11 @@ class Builder:
     # aggregation ---------------------------------------------------------------------------
 
     def aggregate(self, select: exp.Select, sources, condition) -> Node:
-        """GROUP BY: a Select computing keys and aggregate arguments, the Aggregate, and a
-        Select above it computing the output expressions (and HAVING) from keys and results."""
         group = select.args.get("group")
         grouping = group.find(exp.Rollup, exp.Cube, exp.GroupingSets) if group is not None else None
         if grouping is not None or (group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets"))):
             raise self.unsupported(grouping or group, "ROLLUP, CUBE and GROUPING SETS", "write one view per grouping")
-        keys = list(group.expressions) if group is not None else []
-        calls: list[tuple[exp.AggFunc, AggCall]] = []
-        args: list[exp.Expression] = []
-
-        def aggregate_call(node: exp.Expression) -> exp.Column:
-            for seen, call in calls:
-                if seen == node:
-                    return col(call.name, AGGREGATE_INPUT)
-            func, arg = self.aggregate_function(node)
-            arg_name = None
-            if arg is not None:
-                if arg not in args:
-                    args.append(arg)
-                arg_name = f"a{args.index(arg)}"
-            call = AggCall(func, arg_name, f"agg{len(calls)}")
-            calls.append((node, call))
-            return col(call.name, AGGREGATE_INPUT)
-
-        def rewrite(expression: exp.Expression) -> exp.Expression:
-            def replace(node: exp.Expression) -> exp.Expression:
-                for i, key in enumerate(keys):
-                    if node == key:
-                        return col(f"g{i}", AGGREGATE_INPUT)
-                if is_aggregate(node):
-                    return aggregate_call(node)
-                return node
-
-            result = expression.copy().transform(replace)
-            for column in result.find_all(exp.Column):
-                if column.table != AGGREGATE_INPUT:
-                    raise SqlError(
-                        f"column {column.sql('spark')} is neither grouped nor aggregated in view {self.view.name}",
-                        location=self.view.locate(column),
-                        hint="add it to GROUP BY or wrap it in an aggregate",
-                    )
-            return result
-
-        exprs = tuple(rewrite(_unalias(e)) for e in select.expressions)
-        having = select.args.get("having")
-        having_condition = rewrite(having.this) if having is not None else None
-        key_names = tuple(f"g{i}" for i in range(len(keys)))
-        arg_names = tuple(f"a{i}" for i in range(len(args)))
-        inner = Select(sources, condition, key_names + arg_names, tuple(k.copy() for k in keys) + tuple(args))
-        aggregate = Aggregate(inner, key_names, tuple(call for _, call in calls))
-        return Select(((AGGREGATE_INPUT, aggregate),), having_condition, self.output_names(select), exprs)
-
-    def aggregate_function(self, node: exp.Expression) -> tuple[str, exp.Expression | None]:
-        if isinstance(node, exp.Count):
-            arg = node.this
-            if arg is None or isinstance(arg, exp.Star):
-                return "count_star", None
-            if isinstance(arg, exp.Distinct):
-                raise self.unsupported(node, "COUNT(DISTINCT ...)", "COUNT(DISTINCT) is not maintained yet")
-            if node.expressions:
-                raise self.unsupported(node, "COUNT of several expressions", "count one expression")
-            return "count", arg.copy()
-        if isinstance(node, (exp.Sum, exp.Avg)) and not isinstance(node.this, exp.Distinct):
-            return ("sum" if isinstance(node, exp.Sum) else "avg"), node.this.copy()
-        raise self.unsupported(
-            node, f"aggregate {node.sql('spark')}",
-            "COUNT, SUM and AVG are maintained incrementally; MIN, MAX and others are not supported yet",
-        )
+        return aggregates.build(self, select, sources, condition)
 
 
 def _unalias(expression: exp.Expression) -> exp.Expression:

@@ -107,7 +107,27 @@ class Aggregate:
         return (self.input,)
 
 
-Node = Union[Scan, Select, UnionAll, Distinct, Aggregate]
+@dataclass(frozen=True, eq=False)
+class Recompute:
+    """An operator whose output rows for one key depend only on the input rows with that key
+    (MIN/MAX and other aggregates per group, window functions per partition, outer and semi
+    joins per join key, set operations per row). ``query`` reads each input as a table named
+    by its alias and returns ``columns`` followed by the hidden key columns ``__ivm_k<i>``;
+    ``keys`` names, per input, its columns holding that key. No keys: one global key.
+    """
+
+    sources: tuple[tuple[str, Node], ...]
+    keys: tuple[tuple[str, ...], ...]
+    query: exp.Query
+    columns: tuple[str, ...]
+    reason: str
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return tuple(node for _, node in self.sources)
+
+
+Node = Union[Scan, Select, UnionAll, Distinct, Aggregate, Recompute]
 
 
 def scans(node: Node) -> list[Scan]:

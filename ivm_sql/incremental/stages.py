@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Scan, Select, UnionAll, scans
-from ivm_sql.incremental import aggregate, bag, delta, distinct, snapshot
+from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Recompute, Scan, Select, UnionAll, scans
+from ivm_sql.incremental import aggregate, bag, delta, distinct, recompute, snapshot
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, col
 
@@ -27,38 +27,56 @@ STRATEGIES = {
 
 @dataclass(frozen=True, eq=False)
 class Stage:
-    """One Delta table of a view and the stateless query that feeds it."""
+    """One Delta table of a view and what feeds it.
+
+    ``node`` is the stateless input tree for a bag or DISTINCT stage, and the stateful
+    operator itself (its inputs lowered) for an aggregate or recompute stage.
+    """
 
     table: str
-    kind: str  # "bag" | "distinct" | "aggregate"
-    input: Node  # stateless: Scan, Select, UnionAll
-    aggregate: Aggregate | None = None
+    kind: str  # "bag" | "distinct" | "aggregate" | "recompute"
+    node: Node
+
+    @property
+    def input(self) -> Node:
+        return self.node.input if isinstance(self.node, Aggregate) else self.node
+
+    @property
+    def aggregate(self) -> Aggregate | None:
+        return self.node if isinstance(self.node, Aggregate) else None
 
     @property
     def sources(self) -> tuple[str, ...]:
         """The tables this stage reads, each once, in the order they appear."""
-        return tuple(dict.fromkeys(s.table for s in scans(self.input)))
+        return tuple(dict.fromkeys(s.table for s in scans(self.node)))
 
     @property
     def strategy(self) -> str:
+        if isinstance(self.node, Recompute):
+            return f"recompute touched keys: {self.node.reason}" if self.node.keys and self.node.keys[0] else f"recompute all on any change: {self.node.reason}"
         return STRATEGIES[self.kind]
 
     def initial_query(self, pins: Pins) -> exp.Select:
         """The stage's whole content at the pinned versions (first load, or a recompute)."""
+        if isinstance(self.node, Recompute):
+            return recompute.initial(self.node, pins)
         contents = snapshot(self.input, pins, "new")
-        if self.aggregate is not None:
-            return aggregate.initial(self.aggregate, contents)
-        return bag.initial(self.input.columns, contents)
+        if isinstance(self.node, Aggregate):
+            return aggregate.initial(self.node, contents)
+        return bag.initial(self.node.columns, contents)
 
     def merge_statement(self, pins: Pins) -> exp.Merge | None:
         """The MERGE that applies the change between the old and new pins; None if none."""
+        if isinstance(self.node, Recompute):
+            changes = recompute.change(self.node, self.table, pins)
+            return None if changes is None else bag.merge(self.table, recompute.stored_columns(self.node), changes)
         changes = delta(self.input, pins)
         if changes is None:
             return None
-        if self.aggregate is not None:
-            return aggregate.merge(self.table, self.aggregate, aggregate.change(self.aggregate, changes))
+        if isinstance(self.node, Aggregate):
+            return aggregate.merge(self.table, self.node, aggregate.change(self.node, changes))
         module = distinct if self.kind == "distinct" else bag
-        return module.merge(self.table, self.input.columns, module.change(self.input.columns, changes))
+        return module.merge(self.table, self.node.columns, module.change(self.node.columns, changes))
 
 
 class Lowering:
@@ -84,17 +102,21 @@ class Lowering:
 
     def stage(self, node: Node, final: bool) -> Scan:
         """A new stage for a stateful (or, for the view itself, any) node; returns its reader."""
-        lowered = self.lower(node.input if isinstance(node, (Aggregate, Distinct)) else node)
+        if isinstance(node, Recompute):
+            lowered: Node = replace(node, sources=tuple((a, self.lower(n)) for a, n in node.sources))
+        elif isinstance(node, (Aggregate, Distinct)):
+            lowered = replace(node, input=self.lower(node.input))
+        else:
+            lowered = self.lower(node)
         name = self.table_name(final)  # after lowering: inner stages are numbered first
         if isinstance(node, Aggregate):
-            stage = Stage(name, "aggregate", lowered, replace(node, input=lowered))
-            output = aggregate.reader(name, node)
+            stage, output = Stage(name, "aggregate", lowered), aggregate.reader(name, node)
         elif isinstance(node, Distinct):
-            stage = Stage(name, "distinct", lowered)
-            output = distinct.reader(name, node)
+            stage, output = Stage(name, "distinct", lowered.input), distinct.reader(name, node)
+        elif isinstance(node, Recompute):
+            stage, output = Stage(name, "recompute", lowered), recompute.reader(name, node)
         else:
-            stage = Stage(name, "bag", lowered)
-            output = bag.reader(name, node)
+            stage, output = Stage(name, "bag", lowered), bag.reader(name, node)
         self.stages.append(stage)
         return output
 
@@ -108,9 +130,10 @@ def plan_stages(database: str, view: str, root: Node) -> tuple[list[Stage], Scan
     """
     lowering = Lowering(database, view)
     top, above = root, None
-    if isinstance(root, Select) and len(root.sources) == 1 and isinstance(root.sources[0][1], (Distinct, Aggregate)):
+    stateful = (Distinct, Aggregate, Recompute)
+    if isinstance(root, Select) and len(root.sources) == 1 and isinstance(root.sources[0][1], stateful):
         above, top = root, root.sources[0][1]
-    if isinstance(top, (Distinct, Aggregate)):
+    if isinstance(top, stateful):
         output = lowering.stage(top, final=True)
         if above is not None:
             output = compose(above, output)

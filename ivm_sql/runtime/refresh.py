@@ -72,7 +72,7 @@ class Refresher:
         own_tables = {stage.table for stage in plan.stages}
         for stage in plan.stages:
             action, reason = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
-            if action != "unchanged" and report.action in ("unchanged", "incremental"):
+            if action != "unchanged" and (report.action == "unchanged" or (report.action == "incremental" and not report.reason)):
                 report.action, report.reason = action, reason
         if report.action in ("created", "recomputed") or not self.spark.catalog.tableExists(plan.name):
             self._run(lambda: self.spark.sql(to_sql(plan.user_view(), pretty=False)), plan.name)
@@ -108,6 +108,8 @@ class Refresher:
         if reason is not None:
             self.recomputed.add(stage.table)
             return ("created" if not exists else "recomputed"), reason
+        if stage.kind == "recompute":  # a per-key recompute is shown, never silent
+            return "incremental", stage.strategy
         return "incremental", ""
 
     def _recompute_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
