@@ -330,10 +330,10 @@ REFUSALS = {
     "in subquery": ("SELECT a\nFROM t\nWHERE a IN (SELECT a FROM u)", UnsupportedError, "subquery", 4),
     "exists": ("SELECT a\nFROM t\nWHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)", UnsupportedError, "subquery", 4),
     "scalar subquery": ("SELECT a,\n  (SELECT SUM(d) FROM u) AS m\nFROM t", UnsupportedError, "subquery", 3),
-    "window": ("SELECT a,\n  ROW_NUMBER() OVER (PARTITION BY b ORDER BY a) AS rn\nFROM t", UnsupportedError, "window", 3),
-    "qualify": ("SELECT a FROM t\nQUALIFY ROW_NUMBER() OVER (ORDER BY a) = 1", UnsupportedError, "QUALIFY", 3),
+    "window over groups": ("SELECT b,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t GROUP BY b", UnsupportedError, "window", 2),
+    "order by non-output": ("SELECT a\nFROM t\nORDER BY b\nLIMIT 5", UnsupportedError, "ORDER BY", 4),
     "order by": ("SELECT a\nFROM t\nORDER BY a", UnsupportedError, "ORDER BY", 4),
-    "limit": ("SELECT a\nFROM t\nLIMIT 5", UnsupportedError, "LIMIT", 4),
+    "offset": ("SELECT a\nFROM t\nORDER BY a\nLIMIT 5 OFFSET 2", UnsupportedError, "OFFSET", 5),
     "intersect": ("SELECT a FROM t\nINTERSECT\nSELECT a FROM u", UnsupportedError, "INTERSECT", 2),
     "except": ("SELECT a FROM t\nEXCEPT\nSELECT a FROM u", UnsupportedError, "EXCEPT", 2),
     "rand": ("SELECT a,\n  rand() AS r\nFROM t", UnsupportedError, "RAND", 3),
@@ -525,3 +525,21 @@ def test_order_dependent_aggregates_are_refused(call: str) -> None:
         compile_views(views(f"CREATE VIEW v AS\nSELECT b,\n  {call} AS x\nFROM t GROUP BY b"), CATALOG, "db")
     assert "order" in caught.value.message and caught.value.hint
     assert caught.value.location == Location(PATH, FIRST_LINE + 2)
+
+
+@pytest.mark.parametrize(
+    "text, keys, reason",
+    [
+        ("SELECT a, ROW_NUMBER() OVER (PARTITION BY b ORDER BY a) AS rn FROM t", ("p0",), "window"),
+        ("SELECT a FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY b, c ORDER BY a) = 1", ("p0", "p1"), "QUALIFY"),
+        ("SELECT a, SUM(a) OVER (PARTITION BY b) s, LAG(a) OVER (PARTITION BY b, c ORDER BY a) l FROM t", ("p0",), "window"),
+        ("SELECT a, RANK() OVER (ORDER BY a) AS r FROM t", (), "window"),
+        ("SELECT a, b FROM t ORDER BY b DESC, a LIMIT 5", (), "LIMIT"),
+    ],
+)
+def test_windows_and_limits_recompute_by_partition(text: str, keys: tuple, reason: str) -> None:
+    """Windows recompute the partitions every window shares; a global LIMIT recomputes all."""
+    node = root(f"CREATE VIEW v AS {text}")
+    assert isinstance(node, Recompute), node
+    assert node.keys == (keys,)
+    assert reason in node.reason

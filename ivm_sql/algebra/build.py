@@ -6,7 +6,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ivm_sql.algebra import aggregates
+from ivm_sql.algebra import aggregates, windows
 from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.sqlbuild import col
@@ -39,6 +39,11 @@ class Builder:
     # queries -------------------------------------------------------------------------------
 
     def query(self, query: exp.Expression, ctes: dict[str, Node]) -> Node:
+        if isinstance(query, (exp.Select, exp.Union)) and query.args.get("limit"):
+            unlimited = query.copy()
+            for key in ("order", "limit", "offset"):
+                unlimited.set(key, None)
+            return windows.top_k(self, query, self.query(unlimited, ctes))
         ctes = dict(ctes)
         with_ = query.args.get("with_") or query.args.get("with")
         if with_ is not None:
@@ -47,6 +52,7 @@ class Builder:
             for cte in with_.expressions:
                 ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
         if isinstance(query, exp.Union):
+            _check_known(self, query, UNION_CLAUSES)
             branches = (self.query(query.left, ctes), self.query(query.right, ctes))
             node: Node = UnionAll(branches, branches[0].columns)
             self._check_order_limit(query)
@@ -60,7 +66,7 @@ class Builder:
         return self.select(query, ctes)
 
     def _check_order_limit(self, query: exp.Expression) -> None:
-        for key, what in (("order", "ORDER BY"), ("limit", "LIMIT"), ("offset", "OFFSET")):
+        for key, what in (("order", "ORDER BY without LIMIT"), ("offset", "OFFSET without LIMIT")):
             if query.args.get(key):
                 raise self.unsupported(
                     query.args[key], what,
@@ -75,7 +81,15 @@ class Builder:
                 self._check_expression(expression)
         group = select.args.get("group")
         calls = [a for e in select.expressions for a in aggregates.calls_in(e)]
-        if group is not None or calls or select.args.get("having"):
+        has_windows = any(e.find(exp.Window) for e in select.expressions) or select.args.get("qualify") is not None
+        if has_windows and (group is not None or calls or select.args.get("having")):
+            raise self.unsupported(
+                next(w for e in select.expressions for w in e.find_all(exp.Window)),
+                "a window function over grouped rows", "GROUP BY in a subquery, and the window in the query over it",
+            )
+        if has_windows:
+            node = windows.build(self, select, sources, condition)
+        elif group is not None or calls or select.args.get("having"):
             node = self.aggregate(select, sources, condition)
         else:
             node = Select(sources, condition, self.output_names(select), tuple(_unalias(e) for e in select.expressions))
@@ -87,8 +101,8 @@ class Builder:
 
     def _check_select_clauses(self, select: exp.Select) -> None:
         self._check_order_limit(select)
+        _check_known(self, select, SELECT_CLAUSES)
         for key, what, hint in (
-            ("qualify", "QUALIFY", "window functions and top-k are not maintained yet"),
             ("laterals", "LATERAL VIEW", "explode and LATERAL VIEW are not maintained yet"),
             ("windows", "WINDOW", "window functions are not maintained yet"),
         ):
@@ -117,6 +131,7 @@ class Builder:
         items = [from_.this]
         conditions = []
         for join in select.args.get("joins") or []:
+            _check_known(self, join, JOIN_PARTS)
             kind = " ".join(p for p in (join.side, join.kind) if p).upper()
             if kind not in ("", "INNER", "CROSS"):
                 raise self.unsupported(join, f"{kind} JOIN", "only inner joins are maintained incrementally yet")
@@ -131,6 +146,7 @@ class Builder:
 
     def from_item(self, item: exp.Expression, ctes: dict[str, Node]) -> Node:
         if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
+            _check_known(self, item, TABLE_PARTS)
             for key, what in (("version", "time travel (VERSION/TIMESTAMP AS OF)"), ("sample", "TABLESAMPLE")):
                 if item.args.get(key):
                     raise self.unsupported(
@@ -149,8 +165,6 @@ class Builder:
         for node in expression.walk():
             if isinstance(node, (exp.Subquery, exp.Exists)) or (isinstance(node, exp.In) and node.args.get("query")):
                 raise self.unsupported(node, "a subquery in an expression", "join with the subquery in FROM instead")
-            if isinstance(node, exp.Window):
-                raise self.unsupported(node, "a window function", "window functions are not maintained yet")
             if isinstance(node, GENERATORS):
                 raise self.unsupported(node, f"{node.key.upper()}", "explode and friends are not maintained yet")
             name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
@@ -168,6 +182,19 @@ class Builder:
         if grouping is not None or (group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets"))):
             raise self.unsupported(grouping or group, "ROLLUP, CUBE and GROUPING SETS", "write one view per grouping")
         return aggregates.build(self, select, sources, condition)
+
+
+# The parts of each node the builder understands; anything else is refused, never ignored.
+SELECT_CLAUSES = {"with_", "expressions", "hint", "distinct", "from_", "joins", "where", "group", "having", "qualify", "order", "limit", "laterals"}
+UNION_CLAUSES = {"with_", "this", "expression", "distinct", "order", "limit"}
+TABLE_PARTS = {"this", "alias", "db", "catalog", "version", "sample"}
+JOIN_PARTS = {"this", "on", "side", "kind"}
+
+
+def _check_known(builder: Builder, node: exp.Expression, known: set[str]) -> None:
+    for key, value in node.args.items():
+        if key not in known and value not in (None, False, [], ""):
+            raise builder.unsupported(node, f"{key.rstrip('_').upper()} in {node.key.upper()}", "remove it or ask for it in an issue")
 
 
 def _unalias(expression: exp.Expression) -> exp.Expression:

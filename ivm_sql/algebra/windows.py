@@ -1,0 +1,95 @@
+"""Window functions and ORDER BY ... LIMIT -> Recompute.
+
+A window function's value for a row depends only on the rows of its partition, so a
+change recomputes just the touched partitions (DBSP: the per-key restriction of D ∘ Q ∘ I).
+Top-k per key (QUALIFY, or a filter on ROW_NUMBER above) is a window plus a linear filter.
+A global ORDER BY ... LIMIT k has a single partition: any change recomputes it.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ivm_sql.algebra.nodes import Node, Recompute, Select
+from ivm_sql.sqlbuild import alias, col, ident, subquery
+
+WINDOW_INPUT = "__in"
+KEEP = "__ivm_keep"
+
+
+def _input_table() -> exp.Table:
+    return exp.Table(this=ident(WINDOW_INPUT), alias=exp.TableAlias(this=ident(WINDOW_INPUT)))
+
+
+def build(builder, select: exp.Select, sources, condition) -> Node:
+    """SELECT with window functions: a Select of the columns they read, then a Recompute
+    keyed by the PARTITION BY expressions every window shares."""
+    qualify = select.args.get("qualify")
+    scope = [*select.expressions, *([qualify.this] if qualify is not None else [])]
+    windows = [w for e in scope for w in e.find_all(exp.Window)]
+    shared: list[exp.Expression] = list(windows[0].args.get("partition_by") or [])
+    for window in windows[1:]:
+        partition = window.args.get("partition_by") or []
+        shared = [p for p in shared if p in partition]
+    columns: list[exp.Column] = []
+    for expression in scope:
+        for column in expression.find_all(exp.Column):
+            if column not in columns:
+                columns.append(column)
+    names = tuple(f"c{n}" for n in range(len(columns)))
+    keys = tuple(f"p{i}" for i in range(len(shared)))
+    inner = Select(sources, condition, names + keys, tuple(c.copy() for c in columns) + tuple(p.copy() for p in shared))
+
+    def over_input(expression: exp.Expression) -> exp.Expression:
+        def swap(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Column) and node in columns:
+                return col(names[columns.index(node)], WINDOW_INPUT)
+            return node
+
+        return expression.copy().transform(swap)
+
+    outputs = builder.output_names(select)
+    query = exp.select(
+        *(alias(over_input(e.this if isinstance(e, exp.Alias) else e), n) for e, n in zip(select.expressions, outputs)),
+        *(alias(col(k, WINDOW_INPUT), f"__ivm_k{i}") for i, k in enumerate(keys)),
+    ).from_(_input_table())
+    reason = "window functions per partition"
+    if qualify is not None:  # top-k: keep the rows passing QUALIFY, a filter on the windows
+        query = query.select(alias(over_input(qualify.this), KEEP))
+        hidden = [f"__ivm_k{i}" for i in range(len(keys))]
+        query = exp.select(*(col(n) for n in (*outputs, *hidden))).from_(subquery(query, "q")).where(col(KEEP))
+        reason = "window functions and QUALIFY per partition"
+    return Recompute(((WINDOW_INPUT, inner),), (keys,), query, outputs, reason)
+
+
+def top_k(builder, query: exp.Query, inner: Node) -> Node:
+    """ORDER BY ... LIMIT k over ``inner`` (the query without them): one global key."""
+    if query.args.get("offset"):
+        raise builder.unsupported(query.args["offset"], "OFFSET", "keep the first rows with LIMIT alone")
+    selects = query.selects if isinstance(query, exp.Select) else query.left.selects if isinstance(query, exp.Union) else []
+    order = query.args.get("order")
+    ordered = []
+    for item in order.expressions if order is not None else []:
+        position = _output_position(item.this, selects, inner.columns)
+        if position is None:
+            raise builder.unsupported(
+                item, f"ORDER BY {item.this.sql('spark')} with LIMIT",
+                "order by columns the view returns (add the column to the SELECT)",
+            )
+        moved = item.copy()
+        moved.set("this", col(inner.columns[position], WINDOW_INPUT))
+        ordered.append(moved)
+    result = exp.select(*(col(c, WINDOW_INPUT) for c in inner.columns)).from_(_input_table())
+    if ordered:
+        result = result.order_by(*ordered)
+    result = result.limit(query.args["limit"].expression.copy())
+    return Recompute(((WINDOW_INPUT, inner),), ((),), result, inner.columns, "ORDER BY ... LIMIT over all rows")
+
+
+def _output_position(expression: exp.Expression, selects: list[exp.Expression], columns: tuple[str, ...]) -> int | None:
+    if isinstance(expression, exp.Column) and not expression.table and expression.name.lower() in columns:
+        return columns.index(expression.name.lower())
+    for i, select in enumerate(selects):
+        if (select.this if isinstance(select, exp.Alias) else select) == expression:
+            return i
+    return None
