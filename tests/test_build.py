@@ -330,7 +330,7 @@ REFUSALS = {
     "in subquery": ("SELECT a\nFROM t\nWHERE a IN (SELECT a FROM u)", UnsupportedError, "subquery", 4),
     "exists": ("SELECT a\nFROM t\nWHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)", UnsupportedError, "subquery", 4),
     "scalar subquery": ("SELECT a,\n  (SELECT SUM(d) FROM u) AS m\nFROM t", UnsupportedError, "subquery", 3),
-    "window over groups": ("SELECT b,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t GROUP BY b", UnsupportedError, "window", 2),
+    "window over groups": ("SELECT b,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t GROUP BY b", UnsupportedError, "window", 3),
     "order by non-output": ("SELECT a\nFROM t\nORDER BY b\nLIMIT 5", UnsupportedError, "ORDER BY", 4),
     "order by": ("SELECT a\nFROM t\nORDER BY a", UnsupportedError, "ORDER BY", 4),
     "offset": ("SELECT a\nFROM t\nORDER BY a\nLIMIT 5 OFFSET 2", UnsupportedError, "OFFSET", 5),
