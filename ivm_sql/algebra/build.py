@@ -6,7 +6,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ivm_sql.algebra import aggregates, windows
+from ivm_sql.algebra import aggregates, setops, windows
 from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.sqlbuild import col
@@ -44,6 +44,8 @@ class Builder:
             for key in ("order", "limit", "offset"):
                 unlimited.set(key, None)
             return windows.top_k(self, query, self.query(unlimited, ctes))
+        if isinstance(query, exp.SetOperation) and query.args.get("limit"):
+            raise self.unsupported(query.args["limit"], "LIMIT on INTERSECT or EXCEPT", "put the set operation in a subquery")
         ctes = dict(ctes)
         with_ = query.args.get("with_") or query.args.get("with")
         if with_ is not None:
@@ -58,7 +60,9 @@ class Builder:
             self._check_order_limit(query)
             return Distinct(node, node.columns) if query.args.get("distinct") else node
         if isinstance(query, (exp.Intersect, exp.Except)):
-            raise self.unsupported(query, f"{query.key.upper()}", "INTERSECT and EXCEPT are not maintained yet")
+            _check_known(self, query, UNION_CLAUSES)
+            self._check_order_limit(query)
+            return setops.build(query, self.query(query.left, ctes), self.query(query.right, ctes))
         if isinstance(query, exp.Subquery):
             return self.query(query.this, ctes)
         if not isinstance(query, exp.Select):
