@@ -20,8 +20,14 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+def _console(stderr: bool) -> Console:
+    """Never wrap long lines (SQL and errors must survive a pipe); wide tables off a terminal."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=None if stream.isatty() else 250)
+
+
+out = _console(stderr=False)
+err = _console(stderr=True)
 
 
 @app.callback()

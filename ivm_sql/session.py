@@ -156,7 +156,23 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
     if not verbose:
         for name in QUERY_CONTEXT_LOGGERS:
             PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    if config.is_embedded:
+        _open_catalog(spark, log_path, log_start)
     return spark
+
+
+def _open_catalog(spark: SparkSession, log_path: Path, log_start: int) -> None:
+    """Touch the embedded catalog now, so a locked one is one clear message, not a stack."""
+    try:
+        spark.catalog.listDatabases()
+    except Exception as exc:  # the Hive client wraps Derby's error several times over
+        text = log_path.read_text(errors="replace")[log_start:] if log_path.exists() else ""
+        if "XSDB6" in text or "Another instance of Derby" in text or "XSDB6" in str(exc):
+            raise EnvironmentProblem(
+                f"another ivm command is using this project's catalog ({log_path.parent / 'metastore_db'}) right now",
+                hint="wait for it to finish: the embedded catalog admits one process at a time",
+            ) from None
+        raise EnvironmentProblem(f"the catalog did not open: {str(exc).strip().splitlines()[0]}", hint=f"see {log_path}") from None
 
 
 @contextmanager

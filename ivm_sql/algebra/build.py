@@ -6,7 +6,8 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ivm_sql.algebra import aggregates, setops, windows
+from ivm_sql.algebra import aggregates, setops, subqueries, windows
+from ivm_sql.algebra.joins import Inputs
 from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.sqlbuild import col
@@ -79,7 +80,9 @@ class Builder:
 
     def select(self, select: exp.Select, ctes: dict[str, Node]) -> Node:
         self._check_select_clauses(select)
-        sources, condition = self.sources(select, ctes)
+        inputs = self.sources(select, ctes)
+        select = self._over_inputs(select, inputs, ctes)
+        sources, condition = tuple(inputs.sources), inputs.condition
         for expression in [*select.expressions, condition, select.args.get("having")]:
             if expression is not None:
                 self._check_expression(expression)
@@ -127,26 +130,43 @@ class Builder:
 
     # FROM and joins ------------------------------------------------------------------------
 
-    def sources(self, select: exp.Select, ctes: dict[str, Node]) -> tuple[tuple[tuple[str, Node], ...], exp.Expression | None]:
-        """The inputs of the join and the whole condition (inner joins: ON is a filter)."""
+    def sources(self, select: exp.Select, ctes: dict[str, Node]) -> Inputs:
+        """FROM, joins and WHERE: inner joins and filters gathered into one multilinear
+        Select; outer joins and subqueries in WHERE become keyed Recomputes."""
         from_ = select.args.get("from_") or select.args.get("from")
         if from_ is None:
             raise self.unsupported(select, "SELECT without FROM", "select from a table")
-        items = [from_.this]
-        conditions = []
+        inputs = Inputs([(from_.this.alias_or_name.lower(), self.from_item(from_.this, ctes))])
         for join in select.args.get("joins") or []:
             _check_known(self, join, JOIN_PARTS)
             kind = " ".join(p for p in (join.side, join.kind) if p).upper()
-            if kind not in ("", "INNER", "CROSS"):
-                raise self.unsupported(join, f"{kind} JOIN", "only inner joins are maintained incrementally yet")
-            items.append(join.this)
-            if join.args.get("on") is not None:
-                conditions.append(join.args["on"])
-        if select.args.get("where") is not None:
-            conditions.append(select.args["where"].this)
-        sources = tuple((item.alias_or_name.lower(), self.from_item(item, ctes)) for item in items)
-        condition = exp.and_(*conditions) if conditions else None
-        return sources, condition
+            name, node, on = join.this.alias_or_name.lower(), self.from_item(join.this, ctes), join.args.get("on")
+            if kind in ("", "INNER", "CROSS"):
+                inputs.sources.append((name, node))
+                if on is not None:
+                    inputs.conditions.append(inputs.rename(on))
+            elif kind in OUTER_JOINS:
+                side = kind.split()[0]
+                inputs.join(f"{side} OUTER", name, node, on, f"{side} OUTER JOIN per join key")
+            elif kind in ("LEFT SEMI", "LEFT ANTI", "SEMI", "ANTI"):
+                side = "LEFT ANTI" if "ANTI" in kind else "LEFT SEMI"
+                inputs.join(side, name, node, on, f"{side} JOIN per join key")
+            else:
+                raise self.unsupported(join, f"{kind} JOIN", "use an inner, outer, semi or anti join")
+        where = select.args.get("where")
+        subqueries.apply_where(self, inputs, where.this if where is not None else None, ctes)
+        return inputs
+
+    def _over_inputs(self, select: exp.Select, inputs: Inputs, ctes) -> exp.Select:
+        """The SELECT's own clauses with scalar subqueries joined in and column references
+        pointing at the inputs as built (outer and semi joins rename columns)."""
+        result = select.copy()
+        expressions = [subqueries.scalars(self, inputs, e.copy(), ctes) for e in result.expressions]
+        result.set("expressions", [inputs.rename(e) for e in expressions])
+        for key in ("group", "having", "qualify", "order"):
+            if result.args.get(key) is not None:
+                result.set(key, inputs.rename(result.args[key]))
+        return result
 
     def from_item(self, item: exp.Expression, ctes: dict[str, Node]) -> Node:
         if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
@@ -188,6 +208,7 @@ class Builder:
         return aggregates.build(self, select, sources, condition)
 
 
+OUTER_JOINS = ("LEFT", "LEFT OUTER", "RIGHT", "RIGHT OUTER", "FULL", "FULL OUTER")
 # The parts of each node the builder understands; anything else is refused, never ignored.
 SELECT_CLAUSES = {"with_", "expressions", "hint", "distinct", "from_", "joins", "where", "group", "having", "qualify", "order", "limit", "laterals"}
 UNION_CLAUSES = {"with_", "this", "expression", "distinct", "order", "limit"}

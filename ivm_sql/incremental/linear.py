@@ -52,12 +52,21 @@ def scan_delta(scan: Scan, pins: Pins) -> exp.Select | None:
 
 
 def union_snapshot(node: UnionAll, pins: Pins, when: str, snapshot) -> exp.Query:
-    return union_all([snapshot(branch, pins, when) for branch in node.branches])
+    return union_all([_named_as(node, branch, snapshot(branch, pins, when)) for branch in node.branches])
 
 
 def union_delta(node: UnionAll, pins: Pins, delta) -> exp.Query | None:
-    changes = [d for d in (delta(branch, pins) for branch in node.branches) if d is not None]
+    changes = [_named_as(node, b, d) for b, d in ((b, delta(b, pins)) for b in node.branches) if d is not None]
     return union_all(changes) if changes else None
+
+
+def _named_as(node: UnionAll, branch, query: exp.Query) -> exp.Query:
+    """A branch with the union's column names: UNION is positional, and the first branch,
+    which names the columns, may have no change."""
+    if branch.columns == node.columns:
+        return query
+    outputs = [alias(col(b), u) for b, u in zip(branch.columns, node.columns)] + [col(WEIGHT)]
+    return exp.select(*outputs).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("b", quoted=True))))
 
 
 def _is_one(expression: exp.Expression) -> bool:

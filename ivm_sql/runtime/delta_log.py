@@ -148,3 +148,8 @@ def require_change_feed(spark, table: str) -> None:
         spark.sql(
             f"ALTER TABLE {_sql(table_node(table))} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')"
         )
+
+
+def record_only(spark, table: str) -> None:
+    """A commit that changes no row, to carry a new record (SET TBLPROPERTIES)."""
+    spark.sql(f"ALTER TABLE {_sql(table_node(table))} SET TBLPROPERTIES ('ivm.recorded' = 'true')")

@@ -99,8 +99,14 @@ class Refresher:
             statement = stage.merge_statement(pins)
         base = self._base_versions(stage)
         new_record = {"plan": fingerprint, "sources": {t: self.current[t] for t in stage.sources}, "base": base}
+        before = latest if exists else -1
         with delta_log.commit_record(self.spark, new_record):
-            self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
+            if statement is not None:
+                self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
+            if self.log.latest_version(stage.table) == before:
+                # The change consolidated to nothing and Delta committed nothing: record the
+                # new versions anyway, or every later refresh would read them again.
+                self._run(lambda: delta_log.record_only(self.spark, stage.table), stage.table)
         last = self.log.commit(stage.table, self.log.latest_version(stage.table))
         self.current[stage.table] = last.version
         self.base_of[stage.table] = base

@@ -1,0 +1,113 @@
+"""The FROM clause: inner joins stay one multilinear Select; outer and semi/anti joins become
+a Recompute keyed by the join key.
+
+An outer join's rows for a key depend only on both sides' rows with that key: a
+null-extended row appears or retracts when the key's presence on the other side flips
+(seeds/003), so recomputing the touched keys is exact and keeps only per-key work. Semi and
+anti joins (EXISTS, IN, NOT EXISTS) are the same with the left side's columns only. A join
+without a plain column equality has one global key: any change recomputes it.
+
+When such a join is built, the inputs gathered so far are wrapped into one Select whose
+columns are renamed ``<alias>__<column>``; ``renames`` maps the user's ``alias.column``
+references onto the wrapped names so the rest of the query can be built unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from ivm_sql.algebra.nodes import Node, Recompute, Select
+from ivm_sql.sqlbuild import alias, col, ident
+
+LEFT, RIGHT = "__l", "__r"
+
+
+@dataclass
+class Inputs:
+    sources: list[tuple[str, Node]]
+    conditions: list[exp.Expression] = field(default_factory=list)
+    renames: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    wrapped: int = 0
+
+    @property
+    def condition(self) -> exp.Expression | None:
+        return exp.and_(*self.conditions) if self.conditions else None
+
+    def rename(self, expression: exp.Expression) -> exp.Expression:
+        """``expression`` with the user's column references pointing at the current inputs."""
+        return _rename(expression, self.renames)
+
+    def _wrap(self, side: str) -> tuple[Select, dict[tuple[str, str], str]]:
+        """One Select over the current inputs, every column renamed ``<alias>__<column>``."""
+        names = {(a, c): f"{a}__{c}" for a, node in self.sources for c in node.columns}
+        select = Select(
+            tuple(self.sources), self.condition, tuple(names.values()), tuple(col(c, a) for a, c in names)
+        )
+        user = {orig: names[target] for orig, target in self.renames.items() if target in names}
+        user.update({key: name for key, name in names.items() if key not in self.renames})
+        return select, user
+
+    def join(
+        self, kind: str, right_alias: str, right: Node, on: exp.Expression | None, reason: str,
+        not_in: tuple[exp.Expression, str] | None = None,
+    ) -> None:
+        """Replace the inputs by ``inputs <kind> JOIN right ON on``, a Recompute per join key.
+
+        ``kind`` is LEFT, RIGHT or FULL (outer: both sides' columns) or LEFT SEMI / LEFT ANTI
+        (the left side's columns only). ``on`` refers to the user's aliases.
+        """
+        left, left_names = self._wrap(LEFT)
+        right_names = {(right_alias, c): f"{right_alias}__{c}" for c in right.columns}
+        right_select = Select(((right_alias, right),), None, tuple(right_names.values()), tuple(col(c, right_alias) for c in right.columns))
+        local = {**{k: (LEFT, v) for k, v in left_names.items()}, **{k: (RIGHT, v) for k, v in right_names.items()}}
+        condition = _rename(on, local) if on is not None else exp.true()
+        left_keys, right_keys = _equi_keys(condition)
+        outer = "SEMI" not in kind and "ANTI" not in kind
+        columns = left.columns + (right_select.columns if outer else ())
+        outputs = [col(c, LEFT) for c in left.columns] + ([col(c, RIGHT) for c in right_select.columns] if outer else [])
+        for i, (lk, rk) in enumerate(zip(left_keys, right_keys)):
+            key = exp.Coalesce(this=col(lk, LEFT), expressions=[col(rk, RIGHT)]) if outer else col(lk, LEFT)
+            outputs.append(alias(key, f"__ivm_k{i}"))
+        if not_in is None:
+            query = exp.select(*outputs).from_(_named(LEFT)).join(_named(RIGHT), on=condition, join_type=kind)
+        else:  # x NOT IN (subquery): SQL's null-aware anti-join, which Spark evaluates itself
+            value, column = not_in
+            listed = exp.select(col(right_names[(right_alias, column)], RIGHT)).from_(_named(RIGHT))
+            query = exp.select(*outputs).from_(_named(LEFT)).where(exp.not_(exp.In(this=_rename(value, local), query=exp.Subquery(this=listed))))
+        self.wrapped += 1
+        name = f"__j{self.wrapped}"
+        node = Recompute(((LEFT, left), (RIGHT, right_select)), (left_keys, right_keys), query, columns, reason)
+        self.renames = {k: (name, v) for k, v in left_names.items()}
+        if outer:
+            self.renames.update({k: (name, v) for k, v in right_names.items()})
+        self.sources, self.conditions = [(name, node)], []
+
+
+def _named(name: str) -> exp.Table:
+    return exp.Table(this=ident(name), alias=exp.TableAlias(this=ident(name)))
+
+
+def _rename(expression: exp.Expression, mapping: dict[tuple[str, str], tuple[str, str]]) -> exp.Expression:
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column):
+            target = mapping.get((node.table.lower(), node.name.lower()))
+            if target is not None:
+                return col(target[1], target[0])
+        return node
+
+    return expression.copy().transform(swap)
+
+
+def _equi_keys(condition: exp.Expression) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Column pairs ``__l.a = __r.b`` among the condition's conjuncts: the join key."""
+    conjuncts = condition.flatten() if isinstance(condition, exp.And) else [condition]
+    left, right = [], []
+    for conjunct in conjuncts:
+        if isinstance(conjunct, exp.EQ) and isinstance(conjunct.this, exp.Column) and isinstance(conjunct.expression, exp.Column):
+            sides = {conjunct.this.table: conjunct.this.name, conjunct.expression.table: conjunct.expression.name}
+            if set(sides) == {LEFT, RIGHT}:
+                left.append(sides[LEFT])
+                right.append(sides[RIGHT])
+    return tuple(left), tuple(right)

@@ -1,0 +1,173 @@
+"""Subqueries in WHERE and SELECT, decorrelated into joins.
+
+- ``EXISTS`` / ``x IN (SELECT ...)``: a semi-join; ``NOT EXISTS``: an anti-join; both keyed
+  by the correlation's equalities (a semi-join is a join with the distinct keys, DBSP 4.x).
+- ``x NOT IN (SELECT ...)``: SQL's null-aware anti-join (a NULL in the subquery makes it
+  never true), which depends on the whole subquery: one global key.
+- An uncorrelated scalar subquery (an aggregate without GROUP BY: exactly one row) is
+  cross-joined; a correlated one compared in WHERE (TPC-H Q2, Q17, Q20) becomes a join
+  with the aggregate grouped by the correlation columns.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ivm_sql.algebra import aggregates
+from ivm_sql.algebra.joins import Inputs
+from ivm_sql.sqlbuild import alias, col
+
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def apply_where(builder, inputs: Inputs, where: exp.Expression | None, ctes) -> None:
+    """Add the WHERE clause to ``inputs``: plain conjuncts as conditions, subqueries as joins."""
+    conjuncts = (where.flatten() if isinstance(where, exp.And) else [where]) if where is not None else []
+    semis = []
+    for conjunct in conjuncts:
+        negated = isinstance(conjunct, exp.Not)
+        inner = conjunct.this if negated else conjunct
+        if isinstance(inner, exp.Exists) or (isinstance(inner, exp.In) and inner.args.get("query")):
+            semis.append((inner, negated))
+        else:
+            inputs.conditions.append(inputs.rename(scalars(builder, inputs, conjunct, ctes, in_where=True)))
+    for node, negated in semis:
+        _semi_join(builder, inputs, node, negated, ctes)
+
+
+def scalars(builder, inputs: Inputs, expression: exp.Expression, ctes, in_where: bool = False) -> exp.Expression:
+    """``expression`` with each scalar subquery replaced by a column of a joined input."""
+    for sub in list(expression.find_all(exp.Subquery)):
+        if isinstance(sub.parent, (exp.Exists, exp.In)):
+            continue
+        query = sub.this
+        if not isinstance(query, exp.Select) or query.args.get("group") or len(query.expressions) != 1 or not list(aggregates.calls_in(query.expressions[0])):
+            raise builder.unsupported(
+                sub, "a scalar subquery that is not one aggregate without GROUP BY",
+                "a scalar subquery must return exactly one row: select one aggregate, without GROUP BY",
+            )
+        name = f"__s{len(inputs.sources) + inputs.wrapped + 1}"
+        correlated, local = _split(query)
+        if correlated:
+            replacement = _correlated_scalar(builder, inputs, sub, query, correlated, local, name, ctes, in_where)
+        else:
+            node = builder.query(query, ctes)
+            inputs.sources.append((name, node))
+            replacement = col(node.columns[0], name)
+        if sub is expression:
+            return replacement
+        sub.replace(replacement)
+    return expression
+
+
+def _correlated_scalar(builder, inputs, sub, query, correlated, local, name, ctes, in_where) -> exp.Expression:
+    """``x < (SELECT agg FROM t WHERE t.k = outer.k)``: join GROUP BY t.k on t.k = outer.k.
+
+    Exact only where a missing group's NULL drops the row: a comparison in WHERE, and not
+    COUNT (whose empty group is 0, not NULL)."""
+    call = next(aggregates.calls_in(query.expressions[0]))
+    if not in_where or not isinstance(sub.parent, COMPARISONS) or isinstance(call, exp.Count):
+        raise builder.unsupported(
+            sub, "a correlated scalar subquery outside a WHERE comparison (or with COUNT)",
+            "compare it in WHERE (x < (SELECT ...)), or join a GROUP BY subquery in FROM",
+        )
+    pairs = []
+    for conjunct in correlated:
+        inner_side, outer_side = _sides(conjunct, _aliases(query))
+        if not isinstance(conjunct, exp.EQ) or inner_side is None:
+            raise builder.unsupported(
+                conjunct, "a correlated scalar subquery with a condition other than column = outer value",
+                "correlate with equalities only",
+            )
+        pairs.append((inner_side, outer_side))
+    grouped = query.copy()
+    grouped.set("where", exp.Where(this=exp.and_(*local)) if local else None)
+    grouped.set("expressions", [alias(inner.copy(), f"k{i}") for i, (inner, _) in enumerate(pairs)] + [alias(query.expressions[0].this if isinstance(query.expressions[0], exp.Alias) else query.expressions[0], "v")])
+    grouped.set("group", exp.Group(expressions=[inner.copy() for inner, _ in pairs]))
+    node = builder.query(grouped, ctes)
+    inputs.sources.append((name, node))
+    for i, (_, outer) in enumerate(pairs):
+        inputs.conditions.append(inputs.rename(exp.EQ(this=outer.copy(), expression=col(f"k{i}", name))))
+    return col("v", name)
+
+
+def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool, ctes) -> None:
+    query = node.this if isinstance(node, exp.Exists) else node.args["query"]
+    query = query.this if isinstance(query, exp.Subquery) else query
+    name = f"__q{inputs.wrapped + 1}"
+    correlated, local = _split(query) if isinstance(query, exp.Select) else ([], [])
+    inner_columns: list[exp.Column] = []
+    if correlated:
+        if any(query.args.get(k) for k in ("group", "having", "distinct", "limit")) or list(aggregates.calls_in(query.expressions[0])):
+            raise builder.unsupported(node, "a correlated subquery with GROUP BY, DISTINCT or LIMIT", "decorrelate it into a join in FROM")
+        mine = _aliases(query)
+        for conjunct in correlated:
+            for column in conjunct.find_all(exp.Column):
+                if column.table.lower() in mine and column not in inner_columns:
+                    inner_columns.append(column)
+        rewritten = query.copy()
+        rewritten.set("where", exp.Where(this=exp.and_(*local)) if local else None)
+        outputs = [alias(c.copy(), f"s{i}") for i, c in enumerate(inner_columns)]
+        if isinstance(node, exp.In):
+            outputs.insert(0, alias(_unalias(query.expressions[0]).copy(), "s_in"))
+        rewritten.set("expressions", outputs)
+        query = rewritten
+    right = builder.query(query, ctes)
+    conditions = []
+    for conjunct in correlated:
+        def to_right(column: exp.Expression) -> exp.Expression:
+            if isinstance(column, exp.Column) and column in inner_columns:
+                return col(f"s{inner_columns.index(column)}", name)
+            return column
+
+        conditions.append(conjunct.copy().transform(to_right))
+    if isinstance(node, exp.In):
+        value = node.this
+        if negated:
+            if correlated:
+                raise builder.unsupported(node, "a correlated NOT IN", "use NOT EXISTS")
+            inputs.join("LEFT ANTI", name, right, None, "NOT IN (whole subquery: a NULL in it changes every row)", not_in=(value, right.columns[0]))
+            return
+        conditions.insert(0, exp.EQ(this=value.copy(), expression=col(right.columns[0], name)))
+    kind = "LEFT ANTI" if negated else "LEFT SEMI"
+    what = "NOT EXISTS" if negated else ("IN" if isinstance(node, exp.In) else "EXISTS")
+    inputs.join(kind, name, right, exp.and_(*conditions) if conditions else None, f"{what} per correlation key")
+
+
+def _aliases(query: exp.Expression) -> set[str]:
+    """Names the subquery defines itself: its tables' and subqueries' aliases, its CTEs."""
+    names = {t.alias_or_name.lower() for t in query.find_all(exp.Table)}
+    names |= {s.alias.lower() for s in query.find_all(exp.Subquery) if s.alias}
+    names |= {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}
+    return names
+
+
+def _split(query: exp.Select) -> tuple[list[exp.Expression], list[exp.Expression]]:
+    """The subquery's WHERE conjuncts that read the outer query, and the others."""
+    where = query.args.get("where")
+    if where is None:
+        return [], []
+    mine = _aliases(query)
+    conjuncts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+    correlated = [c for c in conjuncts if any(col_.table and col_.table.lower() not in mine for col_ in c.find_all(exp.Column))]
+    return correlated, [c for c in conjuncts if c not in correlated]
+
+
+def _sides(conjunct: exp.Expression, mine: set[str]) -> tuple[exp.Expression | None, exp.Expression | None]:
+    """(inner column, outer expression) of ``inner.col = outer_expr``, else (None, None)."""
+    def is_inner(e: exp.Expression) -> bool:
+        return isinstance(e, exp.Column) and e.table.lower() in mine
+
+    def is_outer(e: exp.Expression) -> bool:
+        return all(c.table.lower() not in mine for c in e.find_all(exp.Column))
+
+    if isinstance(conjunct, exp.EQ):
+        if is_inner(conjunct.this) and is_outer(conjunct.expression):
+            return conjunct.this, conjunct.expression
+        if is_inner(conjunct.expression) and is_outer(conjunct.this):
+            return conjunct.expression, conjunct.this
+    return None, None
+
+
+def _unalias(expression: exp.Expression) -> exp.Expression:
+    return expression.this if isinstance(expression, exp.Alias) else expression
