@@ -15,7 +15,7 @@ from sqlglot.optimizer.qualify import qualify
 from ivm_sql.algebra.build import Builder
 from ivm_sql.algebra.nodes import Scan
 from ivm_sql.catalog import Catalog, QueryError, Schema
-from ivm_sql.errors import SqlError
+from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.versions import Versions
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
@@ -74,9 +74,13 @@ def rows_query(output: Scan) -> exp.Select:
 
 
 def create_table(stage: Stage, query: exp.Query, fingerprint: str) -> exp.Create:
-    """CREATE OR REPLACE TABLE for a stage: Delta, change data feed on, plan fingerprint."""
+    """CREATE OR REPLACE TABLE for a stage: Delta, change data feed on, plan fingerprint.
+
+    Deletion vectors let a MERGE mark the rows it changes instead of rewriting whole files,
+    so its cost follows the change rather than the table."""
     statement = sqlglot.parse_one(
-        "CREATE OR REPLACE TABLE t USING DELTA TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true') AS SELECT 1",
+        "CREATE OR REPLACE TABLE t USING DELTA TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', "
+        "'delta.enableDeletionVectors' = 'true') AS SELECT 1",
         read=DIALECT,
     )
     statement.args["properties"].append(
@@ -165,6 +169,12 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
         return Scan(name, tuple(c for c, _ in schemas[name]))
 
     root = Builder(view, resolve).query(qualified, {})
+    if len(root.columns) != len(schema):
+        raise UnsupportedError(
+            f"view {view.name} returns {len(schema)} columns from {len(root.columns)} expressions",
+            location=view.location,
+            hint="a generator with several columns (posexplode, inline, explode of a map) belongs in LATERAL VIEW",
+        )
     stages, output = plan_stages(database, view.name, root)
     output = _with_schema(output, schema)
     depends = tuple(n for n in references(view, database) if n in plans)

@@ -83,7 +83,9 @@ class Builder:
         inputs = self.sources(select, ctes)
         select = self._over_inputs(select, inputs, ctes)
         sources, condition = tuple(inputs.sources), inputs.condition
-        for expression in [*select.expressions, condition, select.args.get("having")]:
+        for expression in select.expressions:
+            self._check_expression(expression, generators=True)
+        for expression in [condition, select.args.get("having")]:
             if expression is not None:
                 self._check_expression(expression)
         group = select.args.get("group")
@@ -110,7 +112,6 @@ class Builder:
         self._check_order_limit(select)
         _check_known(self, select, SELECT_CLAUSES)
         for key, what, hint in (
-            ("laterals", "LATERAL VIEW", "explode and LATERAL VIEW are not maintained yet"),
             ("windows", "WINDOW", "window functions are not maintained yet"),
         ):
             clause = select.args.get(key)
@@ -153,6 +154,8 @@ class Builder:
                 inputs.join(side, name, node, on, f"{side} JOIN per join key")
             else:
                 raise self.unsupported(join, f"{kind} JOIN", "use an inner, outer, semi or anti join")
+        if select.args.get("laterals"):
+            inputs.lateral(select.args["laterals"])
         where = select.args.get("where")
         subqueries.apply_where(self, inputs, where.this if where is not None else None, ctes)
         return inputs
@@ -185,12 +188,12 @@ class Builder:
 
     # expressions ---------------------------------------------------------------------------
 
-    def _check_expression(self, expression: exp.Expression) -> None:
+    def _check_expression(self, expression: exp.Expression, generators: bool = False) -> None:
         for node in expression.walk():
             if isinstance(node, (exp.Subquery, exp.Exists)) or (isinstance(node, exp.In) and node.args.get("query")):
                 raise self.unsupported(node, "a subquery in an expression", "join with the subquery in FROM instead")
-            if isinstance(node, GENERATORS):
-                raise self.unsupported(node, f"{node.key.upper()}", "explode and friends are not maintained yet")
+            if isinstance(node, GENERATORS) and not (generators and (node is expression or node.parent is expression)):
+                raise self.unsupported(node, f"{node.key.upper()} inside an expression", "generate rows with LATERAL VIEW and use its columns")
             name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
             if isinstance(node, NONDETERMINISTIC) or name in NONDETERMINISTIC_NAMES:
                 raise self.unsupported(

@@ -49,6 +49,25 @@ class Inputs:
         user.update({key: name for key, name in names.items() if key not in self.renames})
         return select, user
 
+    def lateral(self, laterals: list[exp.Lateral]) -> None:
+        """LATERAL VIEW [OUTER] over the inputs so far (a linear flat_map: no state)."""
+        select, user = self._wrap(LEFT)
+        columns, exprs = list(select.columns), list(select.exprs)
+        renamed = []
+        for lateral in laterals:
+            lateral = self.rename(lateral)
+            name = lateral.alias.lower()
+            for identifier in lateral.args["alias"].columns:
+                user[(name, identifier.name.lower())] = f"{name}__{identifier.name.lower()}"
+                columns.append(user[(name, identifier.name.lower())])
+                exprs.append(col(identifier.name, name))
+            renamed.append(lateral)
+        self.wrapped += 1
+        wrapped = f"__v{self.wrapped}"
+        node = Select(select.sources, select.condition, tuple(columns), tuple(exprs), tuple(renamed))
+        self.renames = {k: (wrapped, v) for k, v in user.items()}
+        self.sources, self.conditions = [(wrapped, node)], []
+
     def join(
         self, kind: str, right_alias: str, right: Node, on: exp.Expression | None, reason: str,
         not_in: tuple[exp.Expression, str] | None = None,

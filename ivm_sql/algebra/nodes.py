@@ -47,6 +47,7 @@ class Select:
     condition: exp.Expression | None
     columns: tuple[str, ...]
     exprs: tuple[exp.Expression, ...]
+    laterals: tuple[exp.Expression, ...] = ()  # LATERAL VIEW generators: a flat_map, linear
 
     @property
     def inputs(self) -> tuple[Node, ...]:

@@ -71,6 +71,8 @@ def _assemble(node: Select, sources: list[tuple[exp.Expression, exp.Expression]]
         pending = [c for c in pending if not _aliases(c) <= available]
         on = exp.and_(*ready) if ready else None
         select = select.join(source, on=on, join_type="INNER" if on is not None else "CROSS")
+    if node.laterals:  # LATERAL VIEW after the joins: each row's weight goes to all it generates
+        select.set("laterals", [lateral.copy() for lateral in node.laterals])
     return select.where(exp.and_(*pending)) if pending else select
 
 

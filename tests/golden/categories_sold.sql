@@ -9,6 +9,7 @@ CREATE OR REPLACE TABLE `shop`.`__ivm_categories_sold`
 USING DELTA
 TBLPROPERTIES (
   'delta.enableChangeDataFeed'='true',
+  'delta.enableDeletionVectors'='true',
   'ivm.plan'='9309f887f83cc517'
 ) AS
 SELECT

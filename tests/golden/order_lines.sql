@@ -9,6 +9,7 @@ CREATE OR REPLACE TABLE `shop`.`__ivm_order_lines`
 USING DELTA
 TBLPROPERTIES (
   'delta.enableChangeDataFeed'='true',
+  'delta.enableDeletionVectors'='true',
   'ivm.plan'='ab2913c96ef220b8'
 ) AS
 SELECT

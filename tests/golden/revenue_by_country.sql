@@ -9,6 +9,7 @@ CREATE OR REPLACE TABLE `shop`.`__ivm_revenue_by_country`
 USING DELTA
 TBLPROPERTIES (
   'delta.enableChangeDataFeed'='true',
+  'delta.enableDeletionVectors'='true',
   'ivm.plan'='1d33f2e5f0f7fc04'
 ) AS
 SELECT

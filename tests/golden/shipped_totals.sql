@@ -9,6 +9,7 @@ CREATE OR REPLACE TABLE `shop`.`__ivm_shipped_totals`
 USING DELTA
 TBLPROPERTIES (
   'delta.enableChangeDataFeed'='true',
+  'delta.enableDeletionVectors'='true',
   'ivm.plan'='0591960179467491'
 ) AS
 SELECT
