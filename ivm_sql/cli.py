@@ -134,7 +134,7 @@ def verify(
         failed = 0
         for result in project.verify(views or None):
             if result.ok:
-                out.print(f"ok        {result.view}")
+                out.print(f"{'skipped' if result.problem else 'ok':<9} {result.view}  {result.problem}".rstrip(), markup=False)
                 continue
             failed += 1
             out.print(f"MISMATCH  {result.view}  {result.problem}", markup=False)

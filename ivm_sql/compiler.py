@@ -13,7 +13,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from ivm_sql.algebra.build import Builder
-from ivm_sql.algebra.nodes import Scan
+from ivm_sql.algebra.nodes import Recompute, Scan
 from ivm_sql.catalog import Catalog, QueryError, Schema
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.incremental.stages import Stage, plan_stages
@@ -168,7 +168,10 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
             return plans[node.name.lower()].output
         return Scan(name, tuple(c for c, _ in schemas[name]))
 
-    root = Builder(view, resolve).query(qualified, {})
+    if view.full_refresh:
+        root = full_recompute(qualified, schema, resolve)
+    else:
+        root = Builder(view, resolve).query(qualified, {})
     if len(root.columns) != len(schema):
         raise UnsupportedError(
             f"view {view.name} returns {len(schema)} columns from {len(root.columns)} expressions",
@@ -179,6 +182,24 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
     output = _with_schema(output, schema)
     depends = tuple(n for n in references(view, database) if n in plans)
     return ViewPlan(view, database, tuple(stages), output, schema, depends)
+
+
+def full_recompute(query: exp.Query, schema: Schema, resolve) -> Recompute:
+    """A view marked ``'ivm.refresh' = 'full'``: its whole SELECT, recomputed whenever any
+    source changes (one global key), non-deterministic functions allowed."""
+    sources: dict[str, tuple[str, Scan]] = {}
+    bound = query.copy()
+    for node in list(bound.find_all(exp.Table)):
+        if not node.db or not isinstance(node.this, exp.Identifier):
+            continue  # a CTE, or a table function
+        name = f"{node.db}.{node.name}".lower()
+        if name not in sources:
+            sources[name] = (f"__t{len(sources)}", resolve(node))
+        node.replace(exp.Table(this=ident(sources[name][0]), alias=exp.TableAlias(this=ident(node.alias_or_name))))
+    inputs = tuple(sources.values())
+    names = tuple(n for n, _ in schema)
+    renamed = exp.select(*(alias(col(q), n) for q, n in zip(bound.named_selects, names))).from_(subquery(bound, "q"))
+    return Recompute(inputs, tuple(() for _ in inputs), renamed, names, "the view is marked 'ivm.refresh' = 'full'")
 
 
 def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Query:

@@ -24,6 +24,7 @@ class ViewDef:
     column_names: tuple[str, ...] | None  # CREATE VIEW v (a, b) AS ...
     location: Location
     text: str
+    full_refresh: bool = False  # TBLPROPERTIES ('ivm.refresh' = 'full'): recompute on every change
 
     def locate(self, node: exp.Expression | None) -> Location:
         """The file:line of ``node`` inside this view (the view's first line if unknown)."""
@@ -96,10 +97,29 @@ def parse_view(text: str, location: Location) -> ViewDef:
     query = statement.expression
     if not isinstance(query, exp.Query):
         raise SqlError("a view needs AS SELECT ...", location=location)
+    full_refresh = _refresh_property(statement, location)
     name = target.name.lower()
     if name.startswith(INTERNAL_PREFIX):
         raise SqlError(
             f"view names starting with {INTERNAL_PREFIX} are reserved for ivm", location=location,
             hint="rename the view",
         )
-    return ViewDef(name, query, column_names, location, text)
+    return ViewDef(name, query, column_names, location, text, full_refresh)
+
+
+REFRESH_PROPERTY = "ivm.refresh"
+
+
+def _refresh_property(statement: exp.Create, location: Location) -> bool:
+    """True for ``TBLPROPERTIES ('ivm.refresh' = 'full')``; other values are refused."""
+    properties = statement.args.get("properties")
+    for prop in properties.expressions if properties is not None else []:
+        if isinstance(prop, exp.Property) and prop.name.lower() == REFRESH_PROPERTY:
+            value = prop.args["value"].name.lower()
+            if value not in ("full", "incremental"):
+                raise SqlError(
+                    f"{REFRESH_PROPERTY} must be 'full' or 'incremental', not '{value}'", location=location,
+                    hint="'full' recomputes the view whenever a source changes",
+                )
+            return value == "full"
+    return False

@@ -198,7 +198,8 @@ class Builder:
             if isinstance(node, NONDETERMINISTIC) or name in NONDETERMINISTIC_NAMES:
                 raise self.unsupported(
                     node, f"non-deterministic function {node.sql('spark')}",
-                    "a view must be a function of its sources; compute the value in the source table",
+                    "a view must be a function of its sources: compute the value in the source table, or mark "
+                    "the view for full recompute: CREATE VIEW v TBLPROPERTIES ('ivm.refresh' = 'full') AS ...",
                 )
 
     # aggregation ---------------------------------------------------------------------------

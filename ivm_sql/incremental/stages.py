@@ -51,9 +51,15 @@ class Stage:
         return tuple(dict.fromkeys(s.table for s in scans(self.node)))
 
     @property
+    def recomputes_all(self) -> bool:
+        """A recompute with one global key: any change recomputes the whole operator."""
+        return isinstance(self.node, Recompute) and not any(self.node.keys)
+
+    @property
     def strategy(self) -> str:
         if isinstance(self.node, Recompute):
-            return f"recompute touched keys: {self.node.reason}" if self.node.keys and self.node.keys[0] else f"recompute all on any change: {self.node.reason}"
+            scope = "recompute all on any change" if self.recomputes_all else "recompute touched keys"
+            return f"{scope}: {self.node.reason}"
         return STRATEGIES[self.kind]
 
     def initial_query(self, pins: Pins) -> exp.Select:

@@ -114,8 +114,8 @@ class Refresher:
         if reason is not None:
             self.recomputed.add(stage.table)
             return ("created" if not exists else "recomputed"), reason
-        if stage.kind == "recompute":  # a per-key recompute is shown, never silent
-            return "incremental", stage.strategy
+        if stage.kind == "recompute":  # a recompute is shown, never silent
+            return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
 
     def _recompute_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:

@@ -39,6 +39,8 @@ def recompute_query(plan: ViewPlan, plans: dict[str, ViewPlan], versions: dict[s
 
 
 def verify_view(spark, plan: ViewPlan, plans: dict[str, ViewPlan]) -> VerifyResult:
+    if plan.view.full_refresh:
+        return VerifyResult(plan.name, True, problem="skipped: marked 'ivm.refresh' = 'full' (its SELECT may not be deterministic)")
     if not spark.catalog.tableExists(plan.table):
         return VerifyResult(plan.name, False, problem="never refreshed: run `ivm refresh` first")
     _, record = delta_log.DeltaLog(spark).last_record(plan.table)
