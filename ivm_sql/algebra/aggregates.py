@@ -153,8 +153,13 @@ def _recompute(sources, condition, keys: list[exp.Expression], found: list[exp.E
     query = exp.select(*outputs).from_(exp.Table(this=ident(GROUP_INPUT), alias=exp.TableAlias(this=ident(GROUP_INPUT))))
     if key_names:
         query = query.group_by(*(col(k, GROUP_INPUT) for k in key_names))
-    names = ", ".join(sorted({c.sql("spark").split("(")[0].upper() for c in found if invertible(c) is None}))
+    names = ", ".join(sorted({_function_name(c) for c in found if invertible(c) is None}))
     return Recompute(
         ((GROUP_INPUT, inner),), (key_names,), query, key_names + tuple(f"agg{j}" for j in range(len(found))),
         f"{names} per group",
     )
+
+
+def _function_name(call: exp.Expression) -> str:
+    name = call.sql("spark").split("(")[0].upper()
+    return f"{name}(DISTINCT)" if isinstance(call.this, exp.Distinct) else name

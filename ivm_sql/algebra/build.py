@@ -148,10 +148,10 @@ class Builder:
                     inputs.conditions.append(inputs.rename(on))
             elif kind in OUTER_JOINS:
                 side = kind.split()[0]
-                inputs.join(f"{side} OUTER", name, node, on, f"{side} OUTER JOIN per join key")
+                inputs.join(f"{side} OUTER", name, node, on, f"{side} OUTER JOIN")
             elif kind in ("LEFT SEMI", "LEFT ANTI", "SEMI", "ANTI"):
                 side = "LEFT ANTI" if "ANTI" in kind else "LEFT SEMI"
-                inputs.join(side, name, node, on, f"{side} JOIN per join key")
+                inputs.join(side, name, node, on, f"{side} JOIN")
             else:
                 raise self.unsupported(join, f"{kind} JOIN", "use an inner, outer, semi or anti join")
         if select.args.get("laterals"):

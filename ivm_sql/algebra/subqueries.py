@@ -126,12 +126,12 @@ def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool
         if negated:
             if correlated:
                 raise builder.unsupported(node, "a correlated NOT IN", "use NOT EXISTS")
-            inputs.join("LEFT ANTI", name, right, None, "NOT IN (whole subquery: a NULL in it changes every row)", not_in=(value, right.columns[0]))
+            inputs.join("LEFT ANTI", name, right, None, "NOT IN subquery (a NULL in it changes every row)", not_in=(value, right.columns[0]))
             return
         conditions.insert(0, exp.EQ(this=value.copy(), expression=col(right.columns[0], name)))
     kind = "LEFT ANTI" if negated else "LEFT SEMI"
     what = "NOT EXISTS" if negated else ("IN" if isinstance(node, exp.In) else "EXISTS")
-    inputs.join(kind, name, right, exp.and_(*conditions) if conditions else None, f"{what} per correlation key")
+    inputs.join(kind, name, right, exp.and_(*conditions) if conditions else None, f"{what} subquery")
 
 
 def _aliases(query: exp.Expression) -> set[str]:

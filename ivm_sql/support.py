@@ -1,0 +1,124 @@
+"""The SQL ivm maintains, and how: docs/sql-support.md is generated from this registry by
+compiling each example, so the strategies and the state it shows are the compiler's own.
+
+    python -m ivm_sql.support > docs/sql-support.md     (tests/test_support.py checks it)
+"""
+
+from __future__ import annotations
+
+from ivm_sql.catalog import StaticCatalog
+from ivm_sql.compiler import ViewPlan, compile_views
+from ivm_sql.errors import IvmError, Location
+from ivm_sql.viewdefs import parse_view
+
+CATALOG = StaticCatalog(
+    {
+        "db.t": [("k", "int"), ("a", "int"), ("b", "string"), ("arr", "array<int>")],
+        "db.u": [("k", "int"), ("d", "decimal(10,2)")],
+    }
+)
+
+# (construct, example view body over t(k, a, b, arr) and u(k, d))
+SUPPORTED = [
+    ("projection with deterministic expressions, WHERE", "SELECT k, CASE WHEN a > 0 THEN upper(b) END AS x FROM t WHERE a IS NOT NULL"),
+    ("inner joins (any number, self-joins, comma joins)", "SELECT t.k, u.d FROM t JOIN u ON t.k = u.k JOIN t AS t2 ON t2.a = t.k"),
+    ("UNION ALL", "SELECT k FROM t UNION ALL SELECT k FROM u"),
+    ("SELECT DISTINCT, UNION", "SELECT DISTINCT b FROM t"),
+    ("GROUP BY with COUNT, SUM, AVG; HAVING; expressions over them", "SELECT b, COUNT(*) AS n, SUM(a) * 2 AS s, AVG(a) AS m FROM t GROUP BY b HAVING COUNT(a) > 1"),
+    ("global aggregate (no GROUP BY)", "SELECT COUNT(*) AS n, SUM(d) AS s FROM u"),
+    ("MIN, MAX, COUNT(DISTINCT), percentile, collect_set, max_by, stddev, ...", "SELECT b, MIN(a) AS lo, COUNT(DISTINCT a) AS n, max_by(k, a) AS top FROM t GROUP BY b"),
+    ("LEFT / RIGHT / FULL OUTER JOIN (extra ON conditions, NULL keys)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND u.d > 0"),
+    ("outer join without an equality", "SELECT t.k, u.d FROM t FULL JOIN u ON t.a < u.k"),
+    ("EXISTS, IN (correlated or not)", "SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.d > 0)"),
+    ("NOT EXISTS", "SELECT k FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.k = t.k)"),
+    ("NOT IN (SQL's NULL semantics)", "SELECT k FROM t WHERE a NOT IN (SELECT k FROM u)"),
+    ("uncorrelated scalar subquery", "SELECT k FROM t WHERE a > (SELECT AVG(d) FROM u)"),
+    ("correlated scalar subquery in a WHERE comparison", "SELECT k FROM t WHERE a > (SELECT MAX(d) FROM u WHERE u.k = t.k)"),
+    ("INTERSECT, EXCEPT (DISTINCT or ALL)", "SELECT k FROM t EXCEPT ALL SELECT k FROM u"),
+    ("window functions partitioned by a key (ROW_NUMBER, RANK, running SUM, LAG, LEAD)", "SELECT k, a, ROW_NUMBER() OVER (PARTITION BY b ORDER BY a) AS rn, LAG(a) OVER (PARTITION BY b ORDER BY k) AS prev FROM t"),
+    ("top-k per key (QUALIFY)", "SELECT k, b FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY b ORDER BY a DESC) <= 3"),
+    ("global ORDER BY ... LIMIT k", "SELECT k, a FROM t ORDER BY a DESC LIMIT 10"),
+    ("explode in SELECT, LATERAL VIEW [OUTER] explode / posexplode / inline", "SELECT t.k, e.pos, e.x FROM t LATERAL VIEW OUTER posexplode(t.arr) e AS pos, x"),
+    ("subqueries in FROM, WITH", "WITH g AS (SELECT k, SUM(a) AS s FROM t GROUP BY k) SELECT g.k, g.s, u.d FROM g JOIN u ON g.k = u.k"),
+    ("any SELECT marked TBLPROPERTIES ('ivm.refresh' = 'full'), rand() allowed", "SELECT k, rand() AS r FROM t"),
+]
+
+REFUSED = [
+    ("non-deterministic functions (rand, uuid, current_timestamp, ...)", "SELECT k, rand() AS r FROM t"),
+    ("order-dependent aggregates (first, last, collect_list, any_value)", "SELECT b, first(a) AS f FROM t GROUP BY b"),
+    ("ORDER BY without LIMIT", "SELECT k FROM t ORDER BY k"),
+    ("WITH RECURSIVE", "WITH RECURSIVE r AS (SELECT k FROM t UNION ALL SELECT k + 1 FROM r WHERE k < 3) SELECT k FROM r"),
+    ("ROLLUP, CUBE, GROUPING SETS", "SELECT b, COUNT(*) AS n FROM t GROUP BY ROLLUP (b)"),
+    ("a window function over grouped rows", "SELECT b, RANK() OVER (ORDER BY COUNT(*)) AS r FROM t GROUP BY b"),
+    ("a correlated scalar subquery outside a WHERE comparison", "SELECT k, (SELECT MAX(d) FROM u WHERE u.k = t.k) AS m FROM t"),
+    ("time travel or TABLESAMPLE in FROM", "SELECT k FROM t VERSION AS OF 3"),
+]
+
+STATE = {
+    "bag": "the view's rows, each distinct row once with its multiplicity",
+    "distinct": "each distinct row with its count",
+    "aggregate": "per group: row count, and per aggregate its non-NULL count and sum",
+    "recompute": "the operator's output rows with their key; inputs re-read at the new version for touched keys",
+}
+
+
+def _plan(body: str, full: bool = False) -> ViewPlan:
+    properties = " TBLPROPERTIES ('ivm.refresh' = 'full')" if full else ""
+    view = parse_view(f"CREATE VIEW v{properties} AS {body}", Location("example.sql", 1))
+    return compile_views([view], CATALOG, "db")[0]
+
+
+def supported_rows() -> list[tuple[str, str, str, str]]:
+    """(construct, example, strategies of its stages, state kept) for each supported entry."""
+    rows = []
+    for construct, example in SUPPORTED:
+        plan = _plan(example, full="ivm.refresh" in construct)
+        strategies = "; ".join(dict.fromkeys(stage.strategy for stage in plan.stages))
+        state = "; ".join(dict.fromkeys(STATE[stage.kind] for stage in plan.stages))
+        rows.append((construct, example, strategies, state))
+    return rows
+
+
+def refused_rows() -> list[tuple[str, str, str]]:
+    """(construct, example, ivm's message and hint) for each refused entry."""
+    rows = []
+    for construct, example in REFUSED:
+        try:
+            _plan(example)
+        except IvmError as error:
+            rows.append((construct, example, f"{error.message}; {error.hint or ''}".rstrip("; ")))
+        else:
+            raise AssertionError(f"{construct} compiled, but it is listed as refused")
+    return rows
+
+
+def render() -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = [
+        "# SQL support",
+        "",
+        "Generated by `python -m ivm_sql.support` from `ivm_sql/support.py`: each example was",
+        "compiled by ivm, and the strategy and state columns are what the compiler chose for it.",
+        "`tests/test_support.py` fails when this file and the compiler disagree.",
+        "",
+        "Strategies: *incremental* rules apply the change alone (DBSP: linear operators pass it",
+        "through, joins expand bilinearly, COUNT/SUM/AVG and DISTINCT update from it); *recompute",
+        "touched keys* recomputes only the groups, partitions, join keys or rows present in the",
+        "change, from the inputs' new versions; *recompute all* does so for the whole operator, and",
+        "says so in `ivm compile` and `ivm refresh`.",
+        "",
+        "## Maintained",
+        "",
+        "| SQL | example | strategy | state kept |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {cell(a)} | `{cell(b)}` | {cell(c)} | {cell(d)} |" for a, b, c, d in supported_rows()]
+    lines += ["", "## Refused at compile time (with file:line and this hint)", "", "| SQL | example | message |", "|---|---|---|"]
+    lines += [f"| {cell(a)} | `{cell(b)}` | {cell(c)} |" for a, b, c in refused_rows()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
