@@ -62,6 +62,12 @@ def main() -> None:
             full.append(timed(lambda: project.refresh(full=True)))
             bad = [r.view for r in project.verify() if not r.ok]
             assert not bad, f"views differ from recompute: {bad}"
+        start = args.rounds * args.changes + 1
+        project.sql(f"UPDATE orders SET quantity = quantity + 1 WHERE id BETWEEN {start} AND {start + args.changes - 1}")
+        per_view = {r.view: r.seconds for r in project.refresh()}
+        per_view_full = {r.view: r.seconds for r in project.refresh(full=True)}
+        for view, seconds in per_view.items():
+            print(f"  {view:<28} incremental {seconds:6.2f}s   full {per_view_full[view]:6.2f}s")
         inc, ful, unc = (statistics.median(x) for x in (incremental, full, unchanged))
         print(f"orders={args.orders} changed per round={args.changes} rounds={args.rounds}")
         print(f"incremental refresh: median {inc:.2f}s   full recompute: median {ful:.2f}s   ratio full/incremental: {ful / inc:.2f}x")

@@ -1,0 +1,271 @@
+"""Refresh behaviour end to end, on real Spark and Delta: no work for no change, recovery
+from a refresh that died half way, forced and definition-driven recomputes, sources changed
+by non-DML operations, non-Delta sources, bag views, and refreshing one named view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ivm_sql.errors import IvmError, SqlError
+from ivm_sql.project import Project
+from ivm_sql.runtime.refresh import Refresher, ViewReport
+
+from oracle import ViewSpec, compare_views, views_file
+
+MakeProject = Callable[[dict[str, str]], Path]
+
+ORDERS = "CREATE TABLE orders (id INT, customer_id INT, qty INT, status STRING) USING DELTA"
+CUSTOMERS = "CREATE TABLE customers (id INT, country STRING) USING DELTA"
+SEED = [
+    "INSERT INTO orders VALUES (1, 1, 2, 'new'), (2, 1, 3, 'shipped'), (3, 2, NULL, 'new'), (4, NULL, 1, NULL), "
+    "(5, 3, 4, 'shipped'), (5, 3, 4, 'shipped')",
+    "INSERT INTO customers VALUES (1, 'DE'), (2, 'FR'), (3, 'DE'), (4, NULL)",
+]
+
+# A join against an aggregated subquery under a GROUP BY: three stages in one view.
+ROLLUP = ViewSpec("rollup", """
+SELECT c.country, SUM(t.total_qty) AS q, COUNT(*) AS n
+FROM customers c
+JOIN (SELECT customer_id, SUM(qty) AS total_qty FROM orders GROUP BY customer_id) t ON t.customer_id = c.id
+GROUP BY c.country""")
+LINES = ViewSpec("lines", "SELECT o.id, o.qty, c.country FROM orders o JOIN customers c ON o.customer_id = c.id")
+BY_COUNTRY = ViewSpec("by_country", "SELECT country, SUM(qty) AS q, COUNT(*) AS n FROM lines GROUP BY country",
+    reads=("lines",))
+STATUSES = ViewSpec("statuses", "SELECT DISTINCT status FROM orders", materialized=True)
+COUNTRIES = ViewSpec("countries", "SELECT country, COUNT(*) AS n FROM customers GROUP BY country")
+
+
+def open_project(spark, tmp_project: MakeProject, specs: list[ViewSpec], setup=(ORDERS, CUSTOMERS, *SEED)) -> Project:
+    project = Project.open(tmp_project({"views/views.sql": views_file(specs)}), spark=spark)
+    for statement in setup:
+        project.sql(statement)
+    return project
+
+
+def assert_correct(project: Project, specs: list[ViewSpec], label: str = "") -> None:
+    failures = compare_views(project.spark, project.database, specs, label)
+    assert not failures, "\n\n".join(failures)
+    bad = [r for r in project.verify() if not r.ok]
+    assert not bad, bad
+
+
+def actions(reports: list[ViewReport]) -> dict[str, tuple[str, str]]:
+    return {r.view.split(".")[-1]: (r.action, r.reason) for r in reports}
+
+
+def test_refresh_without_changes_runs_no_spark_job(spark, tmp_project: MakeProject) -> None:
+    specs = [ROLLUP, LINES, BY_COUNTRY, STATUSES]
+    project = open_project(spark, tmp_project, specs)
+    project.refresh()
+    context = spark.sparkContext
+    context.setJobGroup("probe", "probe")
+    try:
+        reports = project.refresh()
+    finally:
+        context.setJobGroup("after-probe", "after-probe")
+    jobs = context.statusTracker().getJobIdsForGroup("probe")
+    assert {r.action for r in reports} == {"unchanged"}, actions(reports)
+    assert list(jobs) == [], f"a refresh with nothing to do ran {len(jobs)} Spark job(s)"
+
+
+def test_view_whose_sources_did_not_change_runs_no_spark_job(spark, tmp_project: MakeProject) -> None:
+    specs = [STATUSES, COUNTRIES, LINES]
+    project = open_project(spark, tmp_project, specs)
+    project.refresh()
+    project.sql("INSERT INTO orders VALUES (9, 2, 7, 'lost')")
+    context = spark.sparkContext
+    groups: list[str] = []
+
+    def next_group(report: ViewReport) -> None:  # jobs after this report belong to the next view
+        groups.append(report.view)
+        context.setJobGroup(f"view-{len(groups)}", "probe")
+
+    context.setJobGroup("view-0", "probe")
+    try:
+        reports = project.refresh(on_view=next_group)
+    finally:
+        context.setJobGroup("after-probe", "after-probe")
+    jobs = {r.view.split(".")[-1]: list(context.statusTracker().getJobIdsForGroup(f"view-{i}")) for i, r in enumerate(reports)}
+    assert actions(reports)["countries"] == ("unchanged", "")
+    assert jobs["countries"] == [], f"countries reads only customers, which did not change, yet ran jobs {jobs['countries']}"
+    assert jobs["statuses"] and jobs["lines"]  # the probe does see jobs where work was done
+    assert_correct(project, specs)
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("when", ["first refresh", "incremental refresh"])
+def test_refresh_that_died_half_way_is_finished_by_the_next(spark, tmp_project: MakeProject, monkeypatch, when) -> None:
+    specs = [ROLLUP]
+    project = open_project(spark, tmp_project, specs)
+    if when == "incremental refresh":
+        project.refresh()
+        project.sql("INSERT INTO orders VALUES (6, 2, 5, 'new'), (7, 4, 1, 'new')")
+        project.sql("UPDATE orders SET customer_id = 2 WHERE id = 1")
+        project.sql("DELETE FROM customers WHERE id = 3")
+    assert len(project.plans()[0].stages) >= 2
+    real = Refresher.refresh_stage
+    calls = []
+
+    def dies_on_second_stage(self, stage, *args, **kwargs):
+        calls.append(stage.table)
+        if len(calls) == 2:
+            raise Crash(f"injected crash before {stage.table}")
+        return real(self, stage, *args, **kwargs)
+
+    monkeypatch.setattr(Refresher, "refresh_stage", dies_on_second_stage)
+    with pytest.raises(Crash):
+        project.refresh()
+    monkeypatch.setattr(Refresher, "refresh_stage", real)
+
+    project.sql("INSERT INTO orders VALUES (8, 1, 10, 'late')")  # more changes before the next refresh
+    reports = project.refresh()
+    assert reports[0].action in ("incremental", "created"), actions(reports)
+    assert_correct(project, specs, f"after a crash in the {when}")
+    assert {r.action for r in project.refresh()} == {"unchanged"}
+
+
+def test_full_refresh_recomputes_every_view(spark, tmp_project: MakeProject) -> None:
+    specs = [ROLLUP, LINES, BY_COUNTRY, STATUSES]
+    project = open_project(spark, tmp_project, specs)
+    project.refresh()
+    project.sql("UPDATE orders SET qty = qty + 1 WHERE status = 'new'")
+    reports = project.refresh(full=True)
+    assert actions(reports) == {s.name: ("recomputed", "--full") for s in specs}
+    assert_correct(project, specs)
+
+
+def test_edited_view_and_its_dependents_are_recomputed(spark, tmp_project: MakeProject) -> None:
+    specs = [LINES, BY_COUNTRY, STATUSES]
+    project = open_project(spark, tmp_project, specs)
+    project.refresh()
+    edited = ViewSpec("lines", LINES.select + " WHERE o.qty > 1")
+    specs = [edited, BY_COUNTRY, STATUSES]
+    (project.root / "views/views.sql").write_text(views_file(specs))
+    done = actions(project.refresh())
+    assert done["lines"] == ("recomputed", "definition changed")
+    assert done["by_country"][0] == "recomputed", done
+    assert done["statuses"] == ("unchanged", "")
+    assert_correct(project, specs)
+
+
+def restore_customers(project: Project) -> None:
+    before = project.sql("DESCRIBE HISTORY customers LIMIT 1").rows[0][0]
+    project.sql("DELETE FROM customers WHERE country = 'DE'")
+    project.sql("INSERT INTO customers VALUES (1, 'US')")
+    project.sql(f"RESTORE TABLE customers TO VERSION AS OF {before}")
+    project.sql("INSERT INTO customers VALUES (6, 'FR')")
+
+
+NON_DML = {
+    "add columns": [
+        "INSERT INTO customers VALUES (5, 'FR')",
+        "ALTER TABLE customers ADD COLUMNS (vip BOOLEAN)",
+        "INSERT INTO customers VALUES (2, 'US', TRUE)",
+    ],
+    "restore": restore_customers,
+    "replace": [
+        "CREATE OR REPLACE TABLE customers (id INT, country STRING) USING DELTA",
+        "INSERT INTO customers VALUES (1, 'IT'), (2, 'FR'), (2, 'FR')",
+    ],
+    # commits made while the change feed was off are not in the feed
+    "change feed off and on": [
+        "ALTER TABLE customers SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')",
+        "INSERT INTO customers VALUES (2, 'US')",
+        "DELETE FROM customers WHERE id = 1",
+        "ALTER TABLE customers SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')",
+    ],
+    # a new table under the same name, whose version happens to equal the recorded one (1)
+    "drop and recreate": [
+        "DROP TABLE customers",
+        "CREATE TABLE customers (id INT, country STRING) USING DELTA",
+        "INSERT INTO customers VALUES (1, 'IT'), (2, 'IT')",
+    ],
+}
+
+
+@pytest.mark.parametrize("operation", list(NON_DML))
+def test_source_changed_by_non_dml_is_recomputed(spark, tmp_project: MakeProject, operation) -> None:
+    specs = [ROLLUP, COUNTRIES]
+    project = open_project(spark, tmp_project, specs)
+    project.refresh()
+    change = NON_DML[operation]
+    if callable(change):
+        change(project)
+    else:
+        for statement in change:
+            project.sql(statement)
+    done = actions(project.refresh())
+    for name in ("rollup", "countries"):
+        action, reason = done[name]
+        assert action == "recomputed", done
+        assert "customers" in reason, done
+    assert_correct(project, specs, operation)
+
+
+def test_non_delta_source_is_a_clear_error(spark, tmp_project: MakeProject) -> None:
+    specs = [ViewSpec("pv", "SELECT x, x * 2 AS y FROM plain")]
+    project = open_project(spark, tmp_project, specs, setup=["CREATE TABLE plain (x INT) USING parquet",
+                                                             "INSERT INTO plain VALUES (1), (2)"])
+    with pytest.raises(IvmError) as caught:
+        project.refresh()
+    message = caught.value.message
+    assert "plain" in message, message
+    assert "\n" not in message and "Traceback" not in message and "at org." not in message, message
+    assert "delta" in str(caught.value).lower(), str(caught.value)
+
+
+def test_bag_view_returns_each_row_as_often_as_it_occurs(spark, tmp_project: MakeProject) -> None:
+    bag = ViewSpec("bag", "SELECT status, qty FROM orders WHERE id <> 3")
+    project = open_project(spark, tmp_project, [bag])
+    project.refresh()
+    project.sql("INSERT INTO orders VALUES (5, 3, 4, 'shipped'), (10, 9, 4, 'shipped'), (11, NULL, NULL, NULL)")
+    project.refresh()
+    result = project.sql("SELECT * FROM bag")
+    assert result.columns == ["status", "qty"]
+    rows = sorted(result.rows, key=repr)
+    assert rows.count(("shipped", 4)) == 4  # two seeded, one exact duplicate row, one from another order
+    assert rows.count((None, None)) == 1 and rows.count((None, 1)) == 1
+    assert len(rows) == 8
+    assert not [c for c in project.spark.table(f"{project.database}.bag").columns if c.startswith("__ivm")]
+    project.sql("DELETE FROM orders WHERE id = 5")  # both copies of the duplicate go
+    project.refresh()
+    assert project.sql("SELECT * FROM bag WHERE status = 'shipped' AND qty = 4").rows == [("shipped", 4)]
+    assert_correct(project, [bag])
+
+    # the oracle and verify() both see a multiplicity that is off by one
+    stage = project.plans()[0].stages[-1].table
+    project.sql(f"UPDATE {stage} SET __ivm_w = __ivm_w + 1 WHERE status = 'new'")
+    failures = compare_views(project.spark, project.database, [bag], "tampered")
+    assert len(failures) == 1 and "view bag, tampered" in failures[0] and "('new', 2): 1" in failures[0], failures
+    assert [r.ok for r in project.verify()] == [False]
+
+
+def test_refreshing_one_view_refreshes_the_views_it_reads(spark, tmp_project: MakeProject) -> None:
+    specs = [LINES, BY_COUNTRY, STATUSES]
+    project = open_project(spark, tmp_project, specs)
+    project.refresh()
+    project.sql("INSERT INTO orders VALUES (12, 2, 9, 'gone')")
+    reports = project.refresh(["by_country"])
+    assert [r.view.split(".")[-1] for r in reports] == ["lines", "by_country"]
+    assert {r.action for r in reports} == {"incremental"}, actions(reports)
+    failures = compare_views(project.spark, project.database, [LINES, BY_COUNTRY], "one view")
+    assert not failures, "\n\n".join(failures)
+    pending = {s.view.split(".")[-1]: s.pending for s in project.status()}
+    assert pending["lines"] == {} and pending["by_country"] == {}
+    assert pending["statuses"], pending  # not asked for: still behind
+
+
+def test_delta_error_is_an_ivm_error(spark, tmp_project: MakeProject) -> None:
+    """Delta's own errors (error classes Spark's message reader does not know) come out as
+    an IvmError with Delta's message, not as a Py4J failure inside the error handler."""
+    project = Project.open(tmp_project({}), spark=spark)
+    project.sql("CREATE TABLE t (x INT) USING DELTA")
+    with pytest.raises(SqlError) as caught:
+        project.sql("SELECT * FROM table_changes('t', 5, 6)")
+    assert "Start version 5" in caught.value.message, caught.value.message
