@@ -69,5 +69,9 @@ class StaticCatalog:
 
 def first_line(error: Exception) -> str:
     """An engine error's first line, without its stack or SQLSTATE noise."""
-    text = getattr(error, "getMessage", lambda: str(error))() or str(error)
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    try:  # getMessage itself fails on some Delta error classes; str() does not
+        text = error.getMessage() if hasattr(error, "getMessage") else str(error)
+    except Exception:
+        text = str(error)
+    text = (text or str(error)).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -75,10 +75,6 @@ def normalize(value):
     return value
 
 
-def bag(rows) -> Counter:
-    return Counter(tuple(normalize(v) for v in row) for row in rows)
-
-
 def bag_difference(expected: Counter, actual: Counter) -> tuple[Counter, Counter]:
     """(rows the view lacks, rows the view should not have), with multiplicities."""
     return expected - actual, actual - expected

@@ -26,7 +26,7 @@ MakeProject = Callable[[dict[str, str]], Path]
 # One project per seed; each round is a batch of random changes, a refresh and a full check.
 # Deeper runs: IVM_ORACLE_SEEDS=1,2,3 IVM_ORACLE_ROUNDS=10 pytest tests/test_oracle.py
 SEEDS = tuple(int(s) for s in os.environ.get("IVM_ORACLE_SEEDS", "7").split(","))
-ROUNDS = int(os.environ.get("IVM_ORACLE_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("IVM_ORACLE_ROUNDS", "2"))
 
 MIGRATION = """
 CREATE TABLE customers (id INT, name STRING, country STRING, score INT) USING DELTA;

@@ -67,6 +67,7 @@ class DeltaLog:
     def __init__(self, spark):
         self.spark = spark
         self._dirs: dict[str, object] = {}
+        self._ids: dict[str, str | None] = {}
 
     def _log_dir(self, table: str):
         if table not in self._dirs:
@@ -81,12 +82,28 @@ class DeltaLog:
 
     def latest_version(self, table: str) -> int:
         path = self._log_dir(table)
+        if not self._fs(path).exists(path):
+            raise RefreshError(
+                f"{table} is not a Delta table (it has no _delta_log); ivm reads changes from Delta's change data feed",
+                hint=f"convert it: CONVERT TO DELTA {table}, or recreate it USING DELTA in a migration",
+            )
         versions = [int(m.group(1)) for f in self._fs(path).listStatus(path) if (m := COMMIT_FILE.match(f.getPath().getName()))]
         if not versions:
             raise RefreshError(f"{table} has no Delta log", hint="is it a Delta table?")
         return max(versions)
 
-    def commit(self, table: str, version: int) -> Commit:
+    def table_id(self, table: str) -> str | None:
+        """The table's Delta id (from its first commit's metaData), new when it is recreated."""
+        if table not in self._ids:
+            self._ids[table] = self._actions(table, 0).get("metaData", {}).get("id") if self._exists(table, 0) else None
+        return self._ids[table]
+
+    def _exists(self, table: str, version: int) -> bool:
+        path = self.spark._jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.json")
+        return bool(self._fs(path).exists(path))
+
+    def _actions(self, table: str, version: int) -> dict:
+        """The actions of one commit file, by kind (commitInfo, metaData, ...)."""
         jvm = self.spark._jvm
         path = jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.json")
         stream = self._fs(path).open(path)
@@ -94,12 +111,14 @@ class DeltaLog:
             text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
         finally:
             stream.close()
-        info: dict = {}
+        actions: dict = {}
         for line in text.splitlines():
-            action = json.loads(line) if line.strip() else {}
-            if "commitInfo" in action:
-                info = action["commitInfo"]
-                break
+            for kind, value in (json.loads(line) if line.strip() else {}).items():
+                actions.setdefault(kind, value)
+        return actions
+
+    def commit(self, table: str, version: int) -> Commit:
+        info = self._actions(table, version).get("commitInfo", {})
         return Commit(version, info.get("operation", ""), _parse_record(info.get("userMetadata")), info.get("operationMetrics") or {})
 
     def commits_between(self, table: str, old: int, new: int) -> list[Commit]:

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
 from ivm_sql.catalog import first_line
@@ -85,6 +86,8 @@ class Refresher:
         latest, record = self.log.last_record(stage.table) if exists else (None, {})
         recorded: dict[str, int] = record.get("sources", {})
         reason = self._recompute_reason(stage, fingerprint, exists, record)
+        if reason is None:
+            reason = self._identity_reason(stage, record)
         if reason is None and all(recorded[t] == self.current[t] for t in stage.sources):
             self.current[stage.table] = latest
             self.base_of[stage.table] = record.get("base", {})
@@ -98,7 +101,7 @@ class Refresher:
         else:
             statement = stage.merge_statement(pins)
         base = self._base_versions(stage)
-        new_record = {"plan": fingerprint, "sources": {t: self.current[t] for t in stage.sources}, "base": base}
+        new_record = {"ids": {t: self.log.table_id(t) for t in stage.sources}, "plan": fingerprint, "sources": {t: self.current[t] for t in stage.sources}, "base": base}
         before = latest if exists else -1
         with delta_log.commit_record(self.spark, new_record):
             if statement is not None:
@@ -135,13 +138,22 @@ class Refresher:
             return f"no recorded version for {missing[0]}"
         return None
 
+    def _identity_reason(self, stage: Stage, record: dict) -> str | None:
+        """A source dropped and created again restarts its versions: compare table ids."""
+        for table, recorded_id in record.get("ids", {}).items():
+            if table in stage.sources and self._run(lambda: self.log.table_id(table), table) != recorded_id:
+                return f"{table} was dropped and created again"
+        return None
+
     def _history_reason(self, pins, recorded: dict[str, int], report: ViewReport, own_tables: set[str]) -> str | None:
         """Counts the changed source rows; a commit the change feed cannot describe forces a recompute."""
         for table, versions in pins.items():
             if not versions.changed:
                 continue
             for commit in self.log.commits_between(table, recorded[table], self.current[table]):
-                if commit.operation not in delta_log.INCREMENTAL_OPERATIONS:
+                if commit.operation not in delta_log.INCREMENTAL_OPERATIONS or (
+                    commit.operation.endswith("TBLPROPERTIES") and commit.record is None
+                ):  # a property change by someone else may have paused the change data feed
                     return f"{table} had a {commit.operation} at version {commit.version}"
                 if table not in own_tables:
                     report.rows_in += commit.rows_changed
@@ -162,5 +174,5 @@ class Refresher:
     def _run(self, action, table: str):
         try:
             return action()
-        except PySparkException as error:
+        except (PySparkException, Py4JJavaError) as error:
             raise RefreshError(f"{table}: {first_line(error)}") from None
