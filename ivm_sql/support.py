@@ -34,6 +34,7 @@ SUPPORTED = [
     ("NOT IN (SQL's NULL semantics)", "SELECT k FROM t WHERE a NOT IN (SELECT k FROM u)"),
     ("uncorrelated scalar subquery", "SELECT k FROM t WHERE a > (SELECT AVG(d) FROM u)"),
     ("correlated scalar subquery in a WHERE comparison", "SELECT k FROM t WHERE a > (SELECT MAX(d) FROM u WHERE u.k = t.k)"),
+    ("scalar subquery in HAVING", "SELECT b, SUM(a) AS s FROM t GROUP BY b HAVING SUM(a) > (SELECT AVG(d) FROM u)"),
     ("INTERSECT, EXCEPT (DISTINCT or ALL)", "SELECT k FROM t EXCEPT ALL SELECT k FROM u"),
     ("window functions partitioned by a key (ROW_NUMBER, RANK, running SUM, LAG, LEAD)", "SELECT k, a, ROW_NUMBER() OVER (PARTITION BY b ORDER BY a) AS rn, LAG(a) OVER (PARTITION BY b ORDER BY k) AS prev FROM t"),
     ("top-k per key (QUALIFY)", "SELECT k, b FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY b ORDER BY a DESC) <= 3"),

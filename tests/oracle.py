@@ -7,12 +7,31 @@ result never reads a table ivm wrote.
 
 from __future__ import annotations
 
-import math
+import json
+import os
 import random
+import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Iterable
+
+from ivm_sql.project import Project
+
+MakeProject = Callable[[dict[str, str]], Path]
+
+# One project per seed; each round is a batch of random changes, a refresh and a full check.
+# Deeper runs: IVM_ORACLE_SEEDS=1,2,3 IVM_ORACLE_ROUNDS=10 pytest tests/test_oracle*.py
+SEEDS = tuple(int(s) for s in os.environ.get("IVM_ORACLE_SEEDS", "7").split(","))
+ROUNDS = int(os.environ.get("IVM_ORACLE_ROUNDS", "2"))
+
+MIGRATION = """
+CREATE TABLE customers (id INT, name STRING, country STRING, score INT) USING DELTA;
+CREATE TABLE products (id INT, category STRING, price DECIMAL(10,2)) USING DELTA;
+CREATE TABLE orders (id INT, customer_id INT, product_id INT, qty INT, status STRING, note STRING) USING DELTA;
+"""
 
 
 @dataclass(frozen=True)
@@ -24,11 +43,13 @@ class ViewSpec:
     columns: tuple[str, ...] | None = None
     reads: tuple[str, ...] = ()
     materialized: bool = False
+    full_refresh: bool = False  # marked TBLPROPERTIES ('ivm.refresh' = 'full')
 
     def create_statement(self) -> str:
         kind = "MATERIALIZED VIEW" if self.materialized else "VIEW"
         names = f" ({', '.join(self.columns)})" if self.columns else ""
-        return f"CREATE {kind} {self.name}{names} AS\n{self.select.strip()};\n"
+        properties = " TBLPROPERTIES ('ivm.refresh' = 'full')" if self.full_refresh else ""
+        return f"CREATE {kind} {self.name}{names}{properties} AS\n{self.select.strip()};\n"
 
 
 def views_file(specs: Iterable[ViewSpec]) -> str:
@@ -66,60 +87,103 @@ def _renamed(spec: ViewSpec) -> str:
 # bags ------------------------------------------------------------------------------------
 
 
-def normalize(value):
-    """Row values made comparable: doubles rounded to 9 places (AVG of ints is a double)."""
-    if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return value
-        return round(value, 9) + 0.0
-    return value
+@dataclass
+class BagDiff:
+    """How a view's rows differ from its expected rows, as bags (row -> times)."""
 
+    view_rows: int
+    expected_rows: int
+    missing: Counter  # rows the view lacks
+    extra: Counter  # rows the view should not have
 
-def bag_difference(expected: Counter, actual: Counter) -> tuple[Counter, Counter]:
-    """(rows the view lacks, rows the view should not have), with multiplicities."""
-    return expected - actual, actual - expected
+    @property
+    def equal(self) -> bool:
+        return not self.missing and not self.extra
 
 
 def schema_of(frame) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
 
 
+def _encoded(name: str, frame, side: int):
+    """``frame`` as (view name, side, row as JSON): doubles rounded to 6 places and 9
+    significant digits, so the summation order of an incremental SUM or AVG cannot differ."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, FloatType
+
+    frame = frame.toDF(*[f"c{i}" for i in range(len(frame.columns))])  # duplicate names are fine
+    columns = [
+        F.format_string("%.9g", F.round(F.col(f.name), 6)).alias(f.name) if isinstance(f.dataType, (DoubleType, FloatType))
+        else F.col(f.name)
+        for f in frame.schema.fields
+    ]
+    row = F.to_json(F.struct(*columns), {"ignoreNullFields": "false"})
+    return frame.select(F.lit(name).alias("view"), F.lit(side).alias("side"), row.alias("row"))
+
+
+def bag_diffs(spark, pairs: dict[str, tuple]) -> dict[str, BagDiff]:
+    """Compare each (view frame, expected frame) pair as bags, all pairs in one Spark job.
+
+    Rows are grouped by (pair, row) and only the groups whose counts differ come back,
+    with each pair's totals (the rollup's per-pair rows).
+    """
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    parts = [_encoded(name, frame, side) for name, (actual, expected) in pairs.items()
+             for frame, side in ((actual, 1), (expected, -1))]
+    counted = reduce(lambda a, b: a.unionAll(b), parts).rollup("view", "row").agg(
+        F.sum(F.when(F.col("side") == 1, 1).otherwise(0)).alias("in_view"),
+        F.sum(F.when(F.col("side") == -1, 1).otherwise(0)).alias("expected"),
+        F.grouping("row").alias("total"),
+    )
+    rows = counted.where(F.col("view").isNotNull() & ((F.col("total") == 1) | (F.col("in_view") != F.col("expected")))).collect()
+    diffs = {name: BagDiff(0, 0, Counter(), Counter()) for name in pairs}
+    for r in rows:
+        diff = diffs[r.view]
+        if r.total:
+            diff.view_rows, diff.expected_rows = r.in_view, r.expected
+            continue
+        values = tuple(json.loads(r.row).values())
+        if r.expected > r.in_view:
+            diff.missing[values] = r.expected - r.in_view
+        else:
+            diff.extra[values] = r.in_view - r.expected
+    return diffs
+
+
 def compare_views(spark, database: str, specs: list[ViewSpec], label: str) -> list[str]:
     """Compare every view with its SELECT; one message per view that differs (empty: all equal).
 
     Each view must have its SELECT's column names and Spark types, and hold exactly the bag
-    of rows its SELECT returns. One Spark job per view reads both sides.
+    of rows its SELECT returns. One Spark job compares all the views.
     """
-    from pyspark.sql import functions as F
-
     by_name = {spec.name: spec for spec in specs}
-    failures = []
+    failures, pairs, queries = [], {}, {}
     for spec in specs:
-        query = expected_sql(spec, by_name)
-        actual = spark.table(f"{database}.{spec.name}")
-        expected = spark.sql(query)
-        actual_schema, expected_schema = schema_of(actual), schema_of(expected)
-        if actual_schema != expected_schema:
+        queries[spec.name] = expected_sql(spec, by_name)
+        actual, expected = spark.table(f"{database}.{spec.name}"), spark.sql(queries[spec.name])
+        if schema_of(actual) != schema_of(expected):
             failures.append(
                 f"view {spec.name}, {label}: columns/types differ\n"
-                f"  view:   {actual_schema}\n  select: {expected_schema}"
+                f"  view:   {schema_of(actual)}\n  select: {schema_of(expected)}"
             )
-            continue
-        side = "__oracle_side"
-        both = actual.withColumn(side, F.lit(True)).unionAll(expected.withColumn(side, F.lit(False)))
-        bags = {True: Counter(), False: Counter()}
-        for row in both.collect():
-            bags[row[-1]][tuple(normalize(v) for v in row[:-1])] += 1
-        missing, extra = bag_difference(bags[False], bags[True])
-        if missing or extra:
-            failures.append(
-                f"view {spec.name}, {label}: view differs from its SELECT "
-                f"({sum(bags[True].values())} rows in view, {sum(bags[False].values())} expected)\n"
-                f"  missing from view (row: times): {_show(missing)}\n"
-                f"  extra in view (row: times):     {_show(extra)}\n"
-                f"  SELECT:\n{query}"
-            )
+        else:
+            pairs[spec.name] = (actual, expected)
+    for name, diff in bag_diffs(spark, pairs).items() if pairs else ():
+        if not diff.equal:
+            failures.append(describe(name, label, diff) + f"\n  SELECT:\n{queries[name]}")
     return failures
+
+
+def describe(name: str, label: str, diff: BagDiff) -> str:
+    return (
+        f"view {name}, {label}: view differs from its SELECT "
+        f"({diff.view_rows} rows in view, {diff.expected_rows} expected)\n"
+        f"  missing from view (row: times): {_show(diff.missing)}\n"
+        f"  extra in view (row: times):     {_show(diff.extra)}"
+    )
 
 
 def _show(rows: Counter, limit: int = 12) -> str:
@@ -276,3 +340,61 @@ class RandomChanges:
             where = "country IS NULL" if country is None else f"country = {sql_literal(country)}"  # a whole group
             return f"DELETE FROM customers WHERE {r.choice([where, f'id = {r.choice(CUSTOMER_IDS)}'])}"
         return f"DELETE FROM products WHERE {r.choice([f'id = {r.choice(PRODUCT_IDS)}', 'category IS NULL', 'price > 10'])}"
+
+
+# the run -----------------------------------------------------------------------------------
+
+
+def table_rows(project: Project) -> dict[str, list[tuple]]:
+    return {t: project.sql(f"SELECT * FROM {t}").rows for t in ("customers", "products", "orders")}
+
+
+def check_round(project: Project, specs: list[ViewSpec], label: str, verify: bool) -> None:
+    """Every view equals its SELECT; with ``verify``, ``verify()`` agrees (it costs as much
+    again, so it runs after the last round only)."""
+    started = time.perf_counter()
+    failures = compare_views(project.spark, project.database, specs, label)
+    print(f"  {label.splitlines()[0]}: compare {time.perf_counter() - started:.1f}s", flush=True)
+    assert not failures, f"{label}: {len(failures)} view(s) differ from their SELECT\n\n" + "\n\n".join(failures)
+    if verify:
+        verified = project.verify()
+        assert sorted(r.view for r in verified) == sorted(f"{project.database}.{s.name}" for s in specs)
+        bad = [f"{r.view}: missing {r.missing} extra {r.extra} {r.problem}" for r in verified if not r.ok]
+        assert not bad, f"{label}: verify() disagrees: " + "; ".join(bad)
+
+
+def run_oracle(spark, tmp_project: MakeProject, files: dict[str, list[ViewSpec]], seed: int, rounds: int) -> None:
+    """Load random rows, refresh, then ``rounds`` times: random changes, refresh, compare.
+
+    Round 2 empties orders and round 3 products (empty inputs, global aggregates' one row).
+    Plain DML must never make a view recompute, except where its plan says it recomputes
+    everything on any change (shown as "recomputed" with that reason).
+    """
+    specs = [spec for group in files.values() for spec in group]
+    texts = {name: views_file(group) for name, group in files.items()}
+    project = Project.open(tmp_project({"migrations/0001_tables.sql": MIGRATION, **texts}), spark=spark)
+    project.migrate()
+    changes = RandomChanges(random.Random(seed))
+    for statement in changes.initial():
+        project.sql(statement)
+    global_recomputes = {plan.name: s.strategy for plan in project.plans() for s in plan.stages if s.recomputes_all}
+
+    started = time.perf_counter()
+    reports = project.refresh()
+    print(f"\n  seed {seed}: first refresh {time.perf_counter() - started:.1f}s", flush=True)
+    assert {r.action for r in reports} == {"created"}, [(r.view, r.strategy) for r in reports]
+    check_round(project, specs, f"seed {seed}, initial load", verify=rounds == 0)
+
+    for round_ in range(1, rounds + 1):
+        statements = changes.round(table_rows(project), empty={2: "orders", 3: "products"}.get(round_))
+        for statement in statements:
+            project.sql(statement)
+        refresh_started = time.perf_counter()
+        reports = project.refresh()
+        print(f"  seed {seed}, round {round_}: refresh {time.perf_counter() - refresh_started:.1f}s", flush=True)
+        label = f"seed {seed}, round {round_}"
+        unexpected = [(r.view, r.reason) for r in reports if r.action not in ("incremental", "unchanged")
+                      and not (r.action == "recomputed" and r.reason == global_recomputes.get(r.view))]
+        assert not unexpected, f"{label}: plain DML must be applied incrementally, got {unexpected}"
+        check_round(project, specs, label + "\n  changes:\n    " + ";\n    ".join(statements), verify=round_ == rounds)
+    print(f"seed {seed}: {rounds} rounds in {time.perf_counter() - started:.1f}s")

@@ -326,6 +326,8 @@ def test_view_column_list_of_the_wrong_length() -> None:
 REFUSALS = {
     "scalar subquery with group by": ("SELECT a,\n  (SELECT SUM(d) FROM u GROUP BY a) AS m\nFROM t", UnsupportedError, "scalar subquery", 3),
     "correlated scalar in select": ("SELECT a,\n  (SELECT SUM(d) FROM u WHERE u.a = t.a) AS m\nFROM t", UnsupportedError, "correlated scalar", 3),
+    "having column not selected": ("SELECT SUM(a) AS s\nFROM t\nGROUP BY b\nHAVING b > (SELECT AVG(d) FROM u)", UnsupportedError, "HAVING", 5),
+    "lateral view without column names": ("SELECT t.a, g.col\nFROM t\nLATERAL VIEW explode(array(t.a)) g", UnsupportedError, "LATERAL VIEW", 4),
     "correlated not in": ("SELECT a\nFROM t\nWHERE a NOT IN (SELECT u.a FROM u WHERE u.d = t.b)", UnsupportedError, "NOT IN", 4),
     "generator in expression": ("SELECT a,\n  size(array(explode(array(a)))) AS x\nFROM t", UnsupportedError, "EXPLODE", 3),
     "window over groups": ("SELECT b,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t GROUP BY b", UnsupportedError, "window", 3),
@@ -569,6 +571,17 @@ def test_scalar_subqueries_become_joins() -> None:
     correlated = root("CREATE VIEW v AS SELECT a FROM t WHERE b > (SELECT MAX(d) FROM u WHERE u.a = t.a)")
     assert isinstance(correlated, Select) and len(correlated.sources) == 2
     assert "`__s2`.`k0`" in sql(correlated.condition)
+
+
+def test_subquery_in_having_filters_the_grouped_rows() -> None:
+    """TPC-H Q11's shape: the grouped query moves into FROM, HAVING becomes a WHERE over it,
+    and the scalar subquery is cross-joined there; aggregates only HAVING uses are kept too."""
+    node = root("CREATE VIEW v AS SELECT b, SUM(a) AS s FROM t GROUP BY b HAVING COUNT(*) > (SELECT COUNT(*) FROM u) AND b > 0")
+    assert isinstance(node, Select) and node.columns == ("b", "s")
+    (_, grouped), (_, scalar) = node.sources
+    assert grouped.columns == ("b", "s", "__h0")
+    assert all(any(isinstance(n, Aggregate) for n in _walk(source)) for source in (grouped, scalar))
+    assert "`__h0`" in sql(node.condition) and "`b`" in sql(node.condition)
 
 
 def test_generators_are_linear() -> None:

@@ -9,30 +9,9 @@ current tables (views it reads inlined from their SELECT text), and ``verify()``
 
 from __future__ import annotations
 
-import os
-import random
-import time
-from collections.abc import Callable
-from pathlib import Path
-
 import pytest
 
-from ivm_sql.project import Project
-
-from oracle import RandomChanges, ViewSpec, compare_views, views_file
-
-MakeProject = Callable[[dict[str, str]], Path]
-
-# One project per seed; each round is a batch of random changes, a refresh and a full check.
-# Deeper runs: IVM_ORACLE_SEEDS=1,2,3 IVM_ORACLE_ROUNDS=10 pytest tests/test_oracle.py
-SEEDS = tuple(int(s) for s in os.environ.get("IVM_ORACLE_SEEDS", "7").split(","))
-ROUNDS = int(os.environ.get("IVM_ORACLE_ROUNDS", "2"))
-
-MIGRATION = """
-CREATE TABLE customers (id INT, name STRING, country STRING, score INT) USING DELTA;
-CREATE TABLE products (id INT, category STRING, price DECIMAL(10,2)) USING DELTA;
-CREATE TABLE orders (id INT, customer_id INT, product_id INT, qty INT, status STRING, note STRING) USING DELTA;
-"""
+from oracle import ROUNDS, SEEDS, MakeProject, ViewSpec, run_oracle
 
 # Each construct ivm maintains appears at least once; constructs share views where that
 # keeps them readable, since every view costs a refresh, a comparison and a verify per round.
@@ -150,51 +129,7 @@ FILES = {
     "views/30_aggregates.sql": AGGREGATES,
     "views/40_stacked.sql": STACKED,
 }
-ALL_VIEWS = [spec for specs in FILES.values() for spec in specs]
-
-
-def table_rows(project: Project) -> dict[str, list[tuple]]:
-    return {t: project.sql(f"SELECT * FROM {t}").rows for t in ("customers", "products", "orders")}
-
-
-def check_round(project: Project, label: str) -> None:
-    started = time.perf_counter()
-    failures = compare_views(project.spark, project.database, ALL_VIEWS, label)
-    compared = time.perf_counter()
-    verified = project.verify()
-    print(f"  {label.splitlines()[0]}: compare {compared - started:.1f}s, verify {time.perf_counter() - compared:.1f}s", flush=True)
-    assert sorted(r.view for r in verified) == sorted(f"{project.database}.{s.name}" for s in ALL_VIEWS)
-    bad = [f"{r.view}: missing {r.missing} extra {r.extra} {r.problem}" for r in verified if not r.ok]
-    assert not failures, f"{label}: {len(failures)} view(s) differ from their SELECT\n\n" + "\n\n".join(failures)
-    assert not bad, f"{label}: verify() disagrees: " + "; ".join(bad)
-
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_views_equal_their_select_after_random_changes(spark, tmp_project: MakeProject, seed: int) -> None:
-    files = {name: views_file(specs) for name, specs in FILES.items()}
-    project = Project.open(tmp_project({"migrations/0001_tables.sql": MIGRATION, **files}), spark=spark)
-    project.migrate()
-    rng = random.Random(seed)
-    changes = RandomChanges(rng)
-    for statement in changes.initial():
-        project.sql(statement)
-
-    started = time.perf_counter()
-    reports = project.refresh()
-    print(f"\n  seed {seed}: first refresh {time.perf_counter() - started:.1f}s", flush=True)
-    assert {r.action for r in reports} == {"created"}, [(r.view, r.strategy) for r in reports]
-    check_round(project, f"seed {seed}, initial load")
-
-    for round_ in range(1, ROUNDS + 1):
-        # round 2 leaves no orders, round 3 no products: empty inputs, global aggregates' one row
-        statements = changes.round(table_rows(project), empty={2: "orders", 3: "products"}.get(round_))
-        for statement in statements:
-            project.sql(statement)
-        refresh_started = time.perf_counter()
-        reports = project.refresh()
-        print(f"  seed {seed}, round {round_}: refresh {time.perf_counter() - refresh_started:.1f}s", flush=True)
-        label = f"seed {seed}, round {round_}"
-        recomputed = [(r.view, r.reason) for r in reports if r.action not in ("incremental", "unchanged")]
-        assert not recomputed, f"{label}: plain DML must be applied incrementally, got {recomputed}"
-        check_round(project, label + "\n  changes:\n    " + ";\n    ".join(statements))
-    print(f"seed {seed}: {ROUNDS} rounds in {time.perf_counter() - started:.1f}s")
+    run_oracle(spark, tmp_project, FILES, seed, ROUNDS)

@@ -10,7 +10,6 @@ from ivm_sql.algebra import aggregates, setops, subqueries, windows
 from ivm_sql.algebra.joins import Inputs
 from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
 from ivm_sql.errors import SqlError, UnsupportedError
-from ivm_sql.sqlbuild import col
 from ivm_sql.viewdefs import ViewDef
 
 
@@ -80,6 +79,9 @@ class Builder:
 
     def select(self, select: exp.Select, ctes: dict[str, Node]) -> Node:
         self._check_select_clauses(select)
+        having = select.args.get("having")
+        if having is not None and having.find(exp.Subquery, exp.Exists):
+            return self.select(subqueries.having_as_where(self, select), ctes)
         inputs = self.sources(select, ctes)
         select = self._over_inputs(select, inputs, ctes)
         sources, condition = tuple(inputs.sources), inputs.condition
@@ -155,6 +157,13 @@ class Builder:
             else:
                 raise self.unsupported(join, f"{kind} JOIN", "use an inner, outer, semi or anti join")
         if select.args.get("laterals"):
+            for lateral in select.args["laterals"]:
+                alias_ = lateral.args.get("alias")
+                if alias_ is None or not alias_.columns:
+                    raise self.unsupported(
+                        lateral, "LATERAL VIEW without names for the generated columns",
+                        "name them: LATERAL VIEW explode(x) t AS item (posexplode: AS pos, item)",
+                    )
             inputs.lateral(select.args["laterals"])
         where = select.args.get("where")
         subqueries.apply_where(self, inputs, where.this if where is not None else None, ctes)

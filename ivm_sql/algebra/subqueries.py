@@ -7,6 +7,8 @@
 - An uncorrelated scalar subquery (an aggregate without GROUP BY: exactly one row) is
   cross-joined; a correlated one compared in WHERE (TPC-H Q2, Q17, Q20) becomes a join
   with the aggregate grouped by the correlation columns.
+- A subquery in HAVING (TPC-H Q11): the grouped query moves into FROM and HAVING becomes
+  the WHERE over it, where the rules above apply.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from sqlglot import exp
 
 from ivm_sql.algebra import aggregates
 from ivm_sql.algebra.joins import Inputs
-from ivm_sql.sqlbuild import alias, col
+from ivm_sql.sqlbuild import alias, col, subquery
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
@@ -33,6 +35,39 @@ def apply_where(builder, inputs: Inputs, where: exp.Expression | None, ctes) -> 
             inputs.conditions.append(inputs.rename(scalars(builder, inputs, conjunct, ctes, in_where=True)))
     for node, negated in semis:
         _semi_join(builder, inputs, node, negated, ctes)
+
+
+def having_as_where(builder, select: exp.Select) -> exp.Select:
+    """``SELECT g, agg FROM t GROUP BY g HAVING agg2 > (SELECT ...)`` as
+    ``SELECT g, agg FROM (SELECT g, agg, agg2 AS __h0 FROM t GROUP BY g) AS __having
+    WHERE __h0 > (SELECT ...)``: the same rows, with the subquery now in a WHERE."""
+    grouped = select.copy()
+    grouped.set("having", None)
+    condition = select.args["having"].this.copy()
+    outputs = {_unalias(e): e.alias_or_name for e in select.expressions}
+    for i, call in enumerate(list(_outside_subqueries(condition, aggregates.calls_in))):
+        grouped.append("expressions", alias(call.copy(), f"__h{i}"))
+        call.replace(col(f"__h{i}", HAVING))
+    for column in list(_outside_subqueries(condition, lambda e: e.find_all(exp.Column))):
+        if column.table == HAVING:
+            continue
+        if column not in outputs:
+            original = next(c for c in select.args["having"].find_all(exp.Column) if c == column)
+            raise builder.unsupported(
+                original, "a column in HAVING, next to a subquery, that the SELECT does not output",
+                "select the column, or filter it in WHERE",
+            )
+        column.replace(col(outputs[column], HAVING))
+    outer = exp.select(*[col(e.alias_or_name, HAVING) for e in select.expressions]).from_(subquery(grouped, HAVING))
+    return outer.where(condition, copy=False)
+
+
+HAVING = "__having"
+
+
+def _outside_subqueries(expression: exp.Expression, find) -> list[exp.Expression]:
+    """What ``find`` yields in ``expression``, except inside its subqueries."""
+    return [node for node in find(expression) if node.find_ancestor(exp.Subquery) is None]
 
 
 def scalars(builder, inputs: Inputs, expression: exp.Expression, ctes, in_where: bool = False) -> exp.Expression:

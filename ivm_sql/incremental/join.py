@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Node, Scan, Select
 from ivm_sql.incremental.versions import Pins
-from ivm_sql.sqlbuild import WEIGHT, alias, col, lit, product, subquery, table, union_all
+from ivm_sql.sqlbuild import WEIGHT, alias, col, lit, product, subquery, union_all
 
 Snapshot = Callable[[Node, Pins, str], exp.Query]
 Delta = Callable[[Node, Pins], "exp.Query | None"]

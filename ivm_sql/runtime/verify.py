@@ -11,6 +11,7 @@ from ivm_sql.runtime import delta_log
 from ivm_sql.sqlbuild import lit, to_sql
 
 SAMPLE = 5
+WEIGHT = "__ivm_verify_w"
 
 
 @dataclass
@@ -46,10 +47,19 @@ def verify_view(spark, plan: ViewPlan, plans: dict[str, ViewPlan]) -> VerifyResu
     _, record = delta_log.DeltaLog(spark).last_record(plan.table)
     versions = record.get("base", {})
     expected = spark.sql(to_sql(recompute_query(plan, plans, versions), pretty=False))
-    actual = spark.table(plan.name)
-    missing = expected.exceptAll(actual).limit(SAMPLE).collect()
-    extra = actual.exceptAll(expected).limit(SAMPLE).collect()
-    return VerifyResult(
-        plan.name, not missing and not extra, versions,
-        [tuple(r) for r in missing], [tuple(r) for r in extra],
-    )
+    missing, extra = bag_difference(expected, spark.table(plan.name))
+    return VerifyResult(plan.name, not missing and not extra, versions, missing, extra)
+
+
+def bag_difference(expected, actual) -> tuple[list[tuple], list[tuple]]:
+    """(rows ``actual`` lacks, rows it should not have), a sample of each, in one Spark job:
+    both sides are counted per distinct row (+1 actual, -1 expected) and only rows whose
+    count is not zero come back."""
+    from pyspark.sql import functions as F
+
+    names = [f"c{i}" for i in range(len(expected.columns))]  # positional: any column names work
+    both = actual.toDF(*names).withColumn(WEIGHT, F.lit(1)).unionAll(expected.toDF(*names).withColumn(WEIGHT, F.lit(-1)))
+    rows = both.groupBy(*names).agg(F.sum(WEIGHT).alias(WEIGHT)).where(F.col(WEIGHT) != 0).limit(2 * SAMPLE).collect()
+    missing = [tuple(r[:-1]) for r in rows if r[-1] < 0][:SAMPLE]
+    extra = [tuple(r[:-1]) for r in rows if r[-1] > 0][:SAMPLE]
+    return missing, extra

@@ -1,0 +1,125 @@
+"""The differential oracle for the SQL of issue 3: outer joins, subqueries, every aggregate,
+set operations, windows and top-k, generators, and a view marked for full recompute.
+
+Same tables, random changes and checks as tests/test_oracle.py (see ``oracle.run_oracle``):
+after every refresh each view equals, as a bag, its SELECT evaluated directly by Spark.
+Where an ORDER BY decides which rows a view keeps (ROW_NUMBER, LIMIT), it orders by enough
+columns that only equal rows can tie, so the view's bag is well defined.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oracle import ROUNDS, SEEDS, MakeProject, ViewSpec, run_oracle
+
+# views/50_outer.sql: LEFT, RIGHT, FULL OUTER joins (extra ON conditions, NULL keys), an
+# aggregate over an outer join, and a join with no equality
+OUTER = [
+    ViewSpec("cust_orders_left", """
+SELECT c.id, c.name, o.id AS order_id, o.qty
+FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND o.qty > 1"""),
+    ViewSpec("products_right", """
+SELECT o.id AS order_id, o.status, p.id AS product_id, p.category
+FROM orders o RIGHT JOIN products p ON o.product_id = p.id AND p.price > 1"""),
+    ViewSpec("cust_orders_full", """
+SELECT c.country, c.score, o.status, o.qty
+FROM customers c FULL OUTER JOIN orders o ON c.id = o.customer_id"""),
+    ViewSpec("orders_per_customer", """
+SELECT c.country, COUNT(o.id) AS orders, SUM(o.qty) AS qty, COUNT(*) AS n
+FROM customers c LEFT JOIN orders o ON o.customer_id = c.id
+GROUP BY c.country"""),
+]
+
+# views/60_subqueries.sql: EXISTS, NOT EXISTS, IN, NOT IN (a NULL in the set), scalar
+# subqueries uncorrelated and correlated (TPC-H Q17 style)
+SUBQUERIES = [
+    ViewSpec("shipped_customers", """
+SELECT c.id, c.name FROM customers c
+WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.status = 'shipped')"""),
+    ViewSpec("idle_products", """
+SELECT p.id, p.category FROM products p
+WHERE NOT EXISTS (SELECT * FROM orders o WHERE o.product_id = p.id AND o.qty > 0)"""),
+    ViewSpec("toy_orders", """
+SELECT id, qty FROM orders WHERE product_id IN (SELECT id FROM products WHERE category = 'toys')"""),
+    ViewSpec("foreign_orders", """
+SELECT id, status FROM orders WHERE customer_id NOT IN (SELECT id FROM customers WHERE country = 'DE')"""),
+    ViewSpec("above_average", """
+SELECT id, qty FROM orders WHERE qty > (SELECT AVG(qty) FROM orders)"""),
+    ViewSpec("pricey_in_category", """
+SELECT p.id, p.category, p.price FROM products p
+WHERE p.price >= (SELECT AVG(q.price) FROM products q WHERE q.category = p.category)"""),
+    ViewSpec("busy_statuses", """
+SELECT status, COUNT(*) AS n FROM orders GROUP BY status
+HAVING COUNT(*) * 4 > (SELECT COUNT(*) FROM orders)"""),
+]
+
+# views/70_aggregates.sql: MIN and MAX under deletes, COUNT(DISTINCT), SUM(DISTINCT), other
+# deterministic aggregates per touched group, HAVING on them, a global MIN/MAX whose input empties
+AGGREGATES = [
+    ViewSpec("status_extremes", """
+SELECT coalesce(status, 'none') AS status, MIN(qty) AS least, MAX(note) AS last_note,
+       COUNT(DISTINCT customer_id) AS customers, SUM(DISTINCT qty) AS distinct_qty,
+       sort_array(collect_set(note)) AS notes, stddev_pop(qty) AS sd, percentile(qty, 0.5) AS median,
+       COUNT(*) AS n
+FROM orders GROUP BY coalesce(status, 'none') HAVING MAX(qty) IS NULL OR MAX(qty) > 0"""),
+    ViewSpec("order_range", "SELECT MIN(qty) AS lo, MAX(qty) AS hi, COUNT(DISTINCT status) AS statuses FROM orders"),
+    ViewSpec("cheapest_by_country", """
+SELECT c.country, MIN(p.price) AS cheapest, MAX(o.qty) AS most
+FROM orders o JOIN customers c ON o.customer_id = c.id JOIN products p ON p.id = o.product_id
+GROUP BY c.country"""),
+]
+
+# views/80_windows.sql: ranking, running sums, LAG/LEAD per partition, top-k with QUALIFY and
+# with a filter on ROW_NUMBER, a global ORDER BY ... LIMIT (ties only between equal rows)
+WINDOWS = [
+    ViewSpec("ranked_orders", """
+SELECT id, customer_id, qty,
+       ROW_NUMBER() OVER (PARTITION BY customer_id ORDER BY qty, id, product_id, status, note) AS rn,
+       RANK() OVER (PARTITION BY customer_id ORDER BY qty) AS rnk,
+       DENSE_RANK() OVER (PARTITION BY customer_id ORDER BY qty) AS drnk,
+       SUM(qty) OVER (PARTITION BY customer_id ORDER BY id) AS running,
+       LAG(qty) OVER (PARTITION BY customer_id ORDER BY qty, id, product_id, status, note) AS prev,
+       LEAD(id, 1, -1) OVER (PARTITION BY customer_id ORDER BY qty, id, product_id, status, note) AS next_id
+FROM orders"""),
+    ViewSpec("top_orders_per_status", """
+SELECT status, id, qty FROM orders
+QUALIFY ROW_NUMBER() OVER (PARTITION BY status ORDER BY qty DESC NULLS LAST, id, customer_id, product_id, note) <= 2"""),
+    ViewSpec("latest_per_customer", """
+SELECT customer_id, id, status FROM (
+  SELECT customer_id, id, status, ROW_NUMBER() OVER (PARTITION BY customer_id ORDER BY id DESC, status) AS rn
+  FROM orders) latest
+WHERE rn = 1"""),
+    ViewSpec("top_three", "SELECT id, qty, status FROM orders ORDER BY qty DESC NULLS LAST, id, status LIMIT 3"),
+]
+
+# views/90_sets.sql: INTERSECT, EXCEPT and their ALL forms; explode, posexplode and inline
+# in SELECT and LATERAL VIEW [OUTER]; a view marked for full recompute
+SETS_AND_GENERATORS = [
+    ViewSpec("customers_with_orders", "SELECT customer_id AS id FROM orders INTERSECT SELECT id FROM customers"),
+    ViewSpec("customers_without_orders", "SELECT id FROM customers EXCEPT SELECT customer_id FROM orders"),
+    ViewSpec("order_customers_all", "SELECT customer_id FROM orders INTERSECT ALL SELECT id FROM customers"),
+    ViewSpec("unmatched_all", "SELECT customer_id FROM orders EXCEPT ALL SELECT id FROM customers"),
+    ViewSpec("note_parts", "SELECT id, explode(split(note, 'i')) AS part FROM orders"),
+    ViewSpec("qty_units", """
+SELECT o.id, t.pos, t.unit
+FROM orders o LATERAL VIEW OUTER posexplode(array_repeat(o.status, coalesce(o.qty, 0))) t AS pos, unit"""),
+    ViewSpec("order_pairs", """
+SELECT o.id, p.n, p.tag
+FROM orders o LATERAL VIEW inline(array(struct(o.qty AS n, 'a' AS tag), struct(o.qty + 1 AS n, 'b' AS tag))) p AS n, tag"""),
+    ViewSpec("status_counts_full", "SELECT status, COUNT(*) AS n, MAX(qty) AS most FROM orders GROUP BY status",
+             full_refresh=True),
+]
+
+FILES = {
+    "views/50_outer.sql": OUTER,
+    "views/60_subqueries.sql": SUBQUERIES,
+    "views/70_aggregates.sql": AGGREGATES,
+    "views/80_windows.sql": WINDOWS,
+    "views/90_sets.sql": SETS_AND_GENERATORS,
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_analyst_sql_equals_its_select_after_random_changes(spark, tmp_project: MakeProject, seed: int) -> None:
+    run_oracle(spark, tmp_project, FILES, seed, ROUNDS)
