@@ -12,7 +12,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
-from ivm_sql.algebra.build import Builder
+from ivm_sql.algebra.build import Builder, compares_with_current_time
 from ivm_sql.algebra.nodes import Recompute, Scan
 from ivm_sql.catalog import Catalog, QueryError, Schema
 from ivm_sql.errors import SqlError, UnsupportedError
@@ -170,6 +170,8 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
 
     if view.full_refresh:
         root = full_recompute(qualified, schema, resolve)
+    elif compares_with_current_time(qualified):
+        root = full_recompute(qualified, schema, resolve, every_refresh=True)
     else:
         root = Builder(view, resolve).query(qualified, {})
     if len(root.columns) != len(schema):
@@ -184,9 +186,10 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
     return ViewPlan(view, database, tuple(stages), output, schema, depends)
 
 
-def full_recompute(query: exp.Query, schema: Schema, resolve) -> Recompute:
+def full_recompute(query: exp.Query, schema: Schema, resolve, every_refresh: bool = False) -> Recompute:
     """A view marked ``'ivm.refresh' = 'full'``: its whole SELECT, recomputed whenever any
-    source changes (one global key), non-deterministic functions allowed."""
+    source changes (one global key), non-deterministic functions allowed. With
+    ``every_refresh`` (a view comparing with the current time): recomputed on every refresh."""
     sources: dict[str, tuple[str, Scan]] = {}
     bound = query.copy()
     for node in list(bound.find_all(exp.Table)):
@@ -199,7 +202,12 @@ def full_recompute(query: exp.Query, schema: Schema, resolve) -> Recompute:
     inputs = tuple(sources.values())
     names = tuple(n for n, _ in schema)
     renamed = exp.select(*(alias(col(q), n) for q, n in zip(bound.named_selects, names))).from_(subquery(bound, "q"))
+    if every_refresh:
+        return Recompute(inputs, tuple(() for _ in inputs), renamed, names, EVERY_REFRESH_REASON, every_refresh=True)
     return Recompute(inputs, tuple(() for _ in inputs), renamed, names, "the view is marked 'ivm.refresh' = 'full'")
+
+
+EVERY_REFRESH_REASON = "it compares columns with the current time, so its rows change as time passes"
 
 
 def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Query:

@@ -41,11 +41,12 @@ SUPPORTED = [
     ("global ORDER BY ... LIMIT k", "SELECT k, a FROM t ORDER BY a DESC LIMIT 10"),
     ("explode in SELECT, LATERAL VIEW [OUTER] explode / posexplode / inline", "SELECT t.k, e.pos, e.x FROM t LATERAL VIEW OUTER posexplode(t.arr) e AS pos, x"),
     ("subqueries in FROM, WITH", "WITH g AS (SELECT k, SUM(a) AS s FROM t GROUP BY k) SELECT g.k, g.s, u.d FROM g JOIN u ON g.k = u.k"),
+    ("a column compared with the current time (current_timestamp, current_date, now)", "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400"),
     ("any SELECT marked TBLPROPERTIES ('ivm.refresh' = 'full'), rand() allowed", "SELECT k, rand() AS r FROM t"),
 ]
 
 REFUSED = [
-    ("non-deterministic functions (rand, uuid, current_timestamp, ...)", "SELECT k, rand() AS r FROM t"),
+    ("non-deterministic functions (rand, uuid, the current time outside a comparison with a column, ...)", "SELECT k, rand() AS r FROM t"),
     ("order-dependent aggregates (first, last, collect_list, any_value)", "SELECT b, first(a) AS f FROM t GROUP BY b"),
     ("ORDER BY without LIMIT", "SELECT k FROM t ORDER BY k"),
     ("WITH RECURSIVE", "WITH RECURSIVE r AS (SELECT k FROM t UNION ALL SELECT k + 1 FROM r WHERE k < 3) SELECT k FROM r"),

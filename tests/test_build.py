@@ -337,6 +337,8 @@ REFUSALS = {
     "rand": ("SELECT a,\n  rand() AS r\nFROM t", UnsupportedError, "RAND", 3),
     "uuid": ("SELECT a,\n  uuid() AS r\nFROM t", UnsupportedError, "UUID", 3),
     "current_timestamp": ("SELECT a,\n  current_timestamp() AS r\nFROM t", UnsupportedError, "CURRENT_TIMESTAMP", 3),
+    "current time and rand": ("SELECT a\nFROM t\nWHERE b > unix_timestamp(current_timestamp())\n  AND rand() < 0.5", UnsupportedError, "RAND", 5),
+    "current date not compared": ("SELECT a, current_date() AS today\nFROM t\nWHERE b > 0", UnsupportedError, "CURRENT_DATE", 2),
     "rand in where": ("SELECT a\nFROM t\nWHERE rand() < b", UnsupportedError, "RAND", 4),
     "rollup": ("SELECT a, b, COUNT(*) AS n\nFROM t\nGROUP BY ROLLUP (a, b)", UnsupportedError, "ROLLUP", 4),
     "with rollup": ("SELECT a, b, COUNT(*) AS n\nFROM t\nGROUP BY a, b WITH ROLLUP", UnsupportedError, "ROLLUP", 4),
@@ -582,6 +584,20 @@ def test_subquery_in_having_filters_the_grouped_rows() -> None:
     assert grouped.columns == ("b", "s", "__h0")
     assert all(any(isinstance(n, Aggregate) for n in _walk(source)) for source in (grouped, scalar))
     assert "`__h0`" in sql(node.condition) and "`b`" in sql(node.condition)
+
+
+@pytest.mark.parametrize("where", [
+    "WHERE c > CAST(current_date() AS STRING)",
+    "WHERE b BETWEEN unix_timestamp(now()) - 86400 AND unix_timestamp(now())",
+    "WHERE a = 1 AND unix_timestamp(current_timestamp()) - b < 3600",
+])
+def test_comparing_with_the_current_time_recomputes_on_every_refresh(where: str) -> None:
+    """A time window over a column is allowed: the view is recomputed by every refresh, and
+    `ivm compile` says so."""
+    (plan,) = compile_views(views(f"CREATE VIEW v AS SELECT a, b FROM t {where}"), CATALOG, "db")
+    (stage,) = plan.stages
+    assert stage.every_refresh and stage.recomputes_all
+    assert stage.strategy.startswith("recompute all on every refresh: it compares columns with the current time")
 
 
 def test_generators_are_linear() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ivm_sql.compiler import EVERY_REFRESH_REASON
 from ivm_sql.errors import IvmError, SqlError
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import Refresher, ViewReport
@@ -138,6 +139,18 @@ def test_full_refresh_recomputes_every_view(spark, tmp_project: MakeProject) -> 
     reports = project.refresh(full=True)
     assert actions(reports) == {s.name: ("recomputed", "--full") for s in specs}
     assert_correct(project, specs)
+
+
+def test_view_comparing_with_the_current_time_is_recomputed_by_every_refresh(spark, tmp_project: MakeProject) -> None:
+    """Its rows can change with no source changing, so it is never "unchanged"; the others are."""
+    recent = ViewSpec("recent", "SELECT id, qty FROM orders WHERE id + 1700000000 > unix_timestamp(current_timestamp()) - 86400")
+    project = open_project(spark, tmp_project, [recent, STATUSES])
+    project.refresh()
+    reports = project.refresh()
+    assert actions(reports) == {"recent": ("recomputed", EVERY_REFRESH_REASON), "statuses": ("unchanged", "")}
+    assert not compare_views(spark, project.database, [recent, STATUSES], "second refresh")
+    verified = {r.view.split(".")[-1]: r for r in project.verify()}
+    assert verified["recent"].ok and "current time" in verified["recent"].problem
 
 
 def test_edited_view_and_its_dependents_are_recomputed(spark, tmp_project: MakeProject) -> None:

@@ -21,6 +21,27 @@ NONDETERMINISTIC_NAMES = {
     "monotonically_increasing_id", "spark_partition_id", "input_file_name", "localtimestamp",
 }
 GENERATORS = (exp.Explode, exp.Posexplode, exp.Inline)
+CURRENT_TIME = (exp.CurrentTimestamp, exp.CurrentDate)
+CURRENT_TIME_NAMES = {"now", "current_timestamp", "current_date", "localtimestamp"}
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
+
+
+def compares_with_current_time(query: exp.Expression) -> bool:
+    """True if the query reads the current time, only ever in a comparison with a column
+    (``WHERE created > current_timestamp() - INTERVAL 1 DAY``), and calls no other
+    non-deterministic function. Such a view is a function of its sources and the time of
+    the refresh: it is recomputed on every refresh."""
+    found = False
+    for node in query.walk():
+        name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+        if isinstance(node, CURRENT_TIME) or name in CURRENT_TIME_NAMES:
+            comparison = node.find_ancestor(*COMPARISONS)
+            if comparison is None or comparison.find(exp.Column) is None:
+                return False
+            found = True
+        elif isinstance(node, NONDETERMINISTIC) or name in NONDETERMINISTIC_NAMES:
+            return False
+    return found
 
 
 class Builder:

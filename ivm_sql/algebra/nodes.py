@@ -115,6 +115,8 @@ class Recompute:
     joins per join key, set operations per row). ``query`` reads each input as a table named
     by its alias and returns ``columns`` followed by the hidden key columns ``__ivm_k<i>``;
     ``keys`` names, per input, its columns holding that key. No keys: one global key.
+    ``every_refresh``: the output changes without any input changing (it compares with the
+    current time), so every refresh recomputes it.
     """
 
     sources: tuple[tuple[str, Node], ...]
@@ -122,6 +124,7 @@ class Recompute:
     query: exp.Query
     columns: tuple[str, ...]
     reason: str
+    every_refresh: bool = False
 
     @property
     def inputs(self) -> tuple[Node, ...]:

@@ -56,9 +56,16 @@ class Stage:
         return isinstance(self.node, Recompute) and not any(self.node.keys)
 
     @property
+    def every_refresh(self) -> bool:
+        """Recomputed by every refresh, changed sources or not (it reads the current time)."""
+        return isinstance(self.node, Recompute) and self.node.every_refresh
+
+    @property
     def strategy(self) -> str:
         if isinstance(self.node, Recompute):
-            scope = "recompute all on any change" if self.recomputes_all else "recompute touched keys"
+            scope = "recompute touched keys"
+            if self.recomputes_all:
+                scope = "recompute all on every refresh" if self.every_refresh else "recompute all on any change"
             return f"{scope}: {self.node.reason}"
         return STRATEGIES[self.kind]
 

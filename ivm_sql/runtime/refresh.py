@@ -3,8 +3,8 @@
 For each stage: if its sources are at the versions its table records, nothing runs;
 otherwise one MERGE applies the consolidated change between the recorded and pinned
 versions, and records the pinned ones in the same commit. A stage is recomputed instead,
-with the reason shown, when it is new, its definition changed, the user asked (--full), a
-table it reads was recomputed, or a source's history holds a change the change data feed
+with the reason shown, when it is new, its definition changed, the user asked (--full), it
+compares with the current time, a table it reads was recomputed, or a source's history holds a change the change data feed
 does not describe (a REPLACE, RESTORE or schema change).
 """
 
@@ -130,6 +130,8 @@ class Refresher:
             return "definition changed"
         if self.full:
             return "--full"
+        if stage.every_refresh:
+            return stage.node.reason
         rebuilt = [t for t in stage.sources if t in self.recomputed]
         if rebuilt:
             return f"{rebuilt[0]} was recomputed"

@@ -42,6 +42,8 @@ def recompute_query(plan: ViewPlan, plans: dict[str, ViewPlan], versions: dict[s
 def verify_view(spark, plan: ViewPlan, plans: dict[str, ViewPlan]) -> VerifyResult:
     if plan.view.full_refresh:
         return VerifyResult(plan.name, True, problem="skipped: marked 'ivm.refresh' = 'full' (its SELECT may not be deterministic)")
+    if any(stage.every_refresh for stage in plan.stages):
+        return VerifyResult(plan.name, True, problem="skipped: it compares with the current time, which has moved since its refresh")
     if not spark.catalog.tableExists(plan.table):
         return VerifyResult(plan.name, False, problem="never refreshed: run `ivm refresh` first")
     _, record = delta_log.DeltaLog(spark).last_record(plan.table)
