@@ -13,7 +13,7 @@ must agree too.
 The strategy of each query (its stages from ``plans()``) and what each refresh did are
 printed (pytest -s) and written to tests/tpch/STRATEGIES.md.
 
-Knobs: IVM_TPCH_ROUNDS=6 (more rounds than the default 2), IVM_TPCH_QUERIES=q03,q18 (only
+Knobs: IVM_TPCH_ROUNDS=3 (more rounds than the default 1), IVM_TPCH_QUERIES=q03,q18 (only
 those views), IVM_TPCH_VERIFY=each (verify() after every checkpoint, not only the last; it
 costs about as much as a refresh).
 """
@@ -42,7 +42,7 @@ SCHEMA = (TPCH / "schema.sql").read_text()
 QUERIES = {path.stem: path.read_text() for path in sorted((TPCH / "queries").glob("q*.sql"))}
 REPORT = TPCH / "STRATEGIES.md"
 SEED = 2024
-DEFAULT_ROUNDS = 2
+DEFAULT_ROUNDS = 1
 ROUNDS = int(os.environ.get("IVM_TPCH_ROUNDS", str(DEFAULT_ROUNDS)))
 # verify() after every checkpoint ("each", the default) or only after the last round ("last")
 VERIFY = os.environ.get("IVM_TPCH_VERIFY", "last")
