@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Mapping, Protocol
 
 import sqlglot
+from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
@@ -64,7 +65,16 @@ class StaticCatalog:
             query = annotate_types(qualify(sqlglot.parse_one(sql, read=DIALECT), schema=nested, dialect=DIALECT), schema=nested)
         except sqlglot.errors.SqlglotError as error:
             raise QueryError(str(error)) from None
-        return [(e.alias_or_name.lower(), e.type.sql(DIALECT).lower()) for e in query.selects]
+        return [column for e in query.selects for column in _columns_of(e)]
+
+
+def _columns_of(expression: exp.Expression) -> Schema:
+    """The columns one SELECT expression produces (a generator may produce several)."""
+    if isinstance(expression, exp.Aliases):
+        return [(name.name.lower(), "unknown") for name in expression.expressions]
+    if isinstance(expression.unalias(), exp.Posexplode):
+        return [("pos", "int"), ("col", "unknown")]
+    return [(expression.alias_or_name.lower(), expression.type.sql(DIALECT).lower())]
 
 
 def first_line(error: Exception) -> str:

@@ -178,7 +178,8 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
         raise UnsupportedError(
             f"view {view.name} returns {len(schema)} columns from {len(root.columns)} expressions",
             location=view.location,
-            hint="a generator with several columns (posexplode, inline, explode of a map) belongs in LATERAL VIEW",
+            hint="name the columns of a generator with several columns: posexplode(x) AS (pos, item), "
+                 "or move it into LATERAL VIEW",
         )
     stages, output = plan_stages(database, view.name, root)
     output = _with_schema(output, schema)

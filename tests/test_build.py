@@ -328,6 +328,8 @@ REFUSALS = {
     "correlated scalar in select": ("SELECT a,\n  (SELECT SUM(d) FROM u WHERE u.a = t.a) AS m\nFROM t", UnsupportedError, "correlated scalar", 3),
     "having column not selected": ("SELECT SUM(a) AS s\nFROM t\nGROUP BY b\nHAVING b > (SELECT AVG(d) FROM u)", UnsupportedError, "HAVING", 5),
     "lateral view without column names": ("SELECT t.a, g.col\nFROM t\nLATERAL VIEW explode(array(t.a)) g", UnsupportedError, "LATERAL VIEW", 4),
+    "inline without names": ("SELECT a,\n  inline(array(struct(a, b)))\nFROM t", UnsupportedError, "INLINE", 3),
+    "generator with group by": ("SELECT b,\n  posexplode(array(b)) AS (p, x)\nFROM t GROUP BY b", UnsupportedError, "GROUP BY", 3),
     "correlated not in": ("SELECT a\nFROM t\nWHERE a NOT IN (SELECT u.a FROM u WHERE u.d = t.b)", UnsupportedError, "NOT IN", 4),
     "generator in expression": ("SELECT a,\n  size(array(explode(array(a)))) AS x\nFROM t", UnsupportedError, "EXPLODE", 3),
     "window over groups": ("SELECT b,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t GROUP BY b", UnsupportedError, "window", 3),
@@ -598,6 +600,13 @@ def test_comparing_with_the_current_time_recomputes_on_every_refresh(where: str)
     (stage,) = plan.stages
     assert stage.every_refresh and stage.recomputes_all
     assert stage.strategy.startswith("recompute all on every refresh: it compares columns with the current time")
+
+
+def test_generator_with_several_columns_in_select_becomes_a_lateral_view() -> None:
+    node = root("CREATE VIEW v AS SELECT a, posexplode(array(a, b)) FROM t WHERE b > 0")
+    (source,) = node.sources
+    assert [sql(e) for e in node.exprs][1:] == ["`__v1`.`__g1__pos`", "`__v1`.`__g1__col`"]
+    assert len(source[1].laterals) == 1 and source[1].laterals[0].args["alias"].name == "__g1"
 
 
 def test_generators_are_linear() -> None:

@@ -100,13 +100,15 @@ SETS_AND_GENERATORS = [
     ViewSpec("customers_without_orders", "SELECT id FROM customers EXCEPT SELECT customer_id FROM orders"),
     ViewSpec("order_customers_all", "SELECT customer_id FROM orders INTERSECT ALL SELECT id FROM customers"),
     ViewSpec("unmatched_all", "SELECT customer_id FROM orders EXCEPT ALL SELECT id FROM customers"),
-    ViewSpec("note_parts", "SELECT id, explode(split(note, 'i')) AS part FROM orders"),
+    ViewSpec("note_parts", """
+SELECT id, -1 AS pos, explode(split(note, 'i')) AS part FROM orders
+UNION ALL
+SELECT id, posexplode(split(note, 'e')) FROM orders"""),
     ViewSpec("qty_units", """
 SELECT o.id, t.pos, t.unit
 FROM orders o LATERAL VIEW OUTER posexplode(array_repeat(o.status, coalesce(o.qty, 0))) t AS pos, unit"""),
     ViewSpec("order_pairs", """
-SELECT o.id, p.n, p.tag
-FROM orders o LATERAL VIEW inline(array(struct(o.qty AS n, 'a' AS tag), struct(o.qty + 1 AS n, 'b' AS tag))) p AS n, tag"""),
+SELECT id, inline(array(struct(qty AS n, 'a' AS tag), struct(qty + 1 AS n, 'b' AS tag))) AS (n, tag) FROM orders"""),
     ViewSpec("status_counts_full", "SELECT status, COUNT(*) AS n, MAX(qty) AS most FROM orders GROUP BY status",
              full_refresh=True),
 ]

@@ -6,7 +6,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ivm_sql.algebra import aggregates, setops, subqueries, windows
+from ivm_sql.algebra import aggregates, generators, setops, subqueries, windows
 from ivm_sql.algebra.joins import Inputs
 from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
 from ivm_sql.errors import SqlError, UnsupportedError
@@ -103,6 +103,9 @@ class Builder:
         having = select.args.get("having")
         if having is not None and having.find(exp.Subquery, exp.Exists):
             return self.select(subqueries.having_as_where(self, select), ctes)
+        generator = generators.multi_column_generator(select)
+        if generator is not None:
+            return self.select(generators.as_lateral_view(self, select, generator), ctes)
         inputs = self.sources(select, ctes)
         select = self._over_inputs(select, inputs, ctes)
         sources, condition = tuple(inputs.sources), inputs.condition
