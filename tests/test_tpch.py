@@ -67,7 +67,7 @@ def project_files(names: list[str]) -> dict[str, str]:
 
 def compare(project: Project, names: list[str], label: str) -> tuple[list[str], dict[str, int]]:
     """Each view against its SELECT run by Spark on the current tables, as bags with the
-    same columns and types, all in one Spark job. Returns the failures and each view's
+    same columns and types, a few views per Spark job. Returns the failures and each view's
     row count."""
     spark = project.spark
     spark.sql(f"USE `{project.database}`")
@@ -79,7 +79,7 @@ def compare(project: Project, names: list[str], label: str) -> tuple[list[str], 
                             f"  select: {schema_of(expected)}")
         else:
             pairs[name] = (actual, expected)
-    diffs = bag_diffs(spark, pairs)
+    diffs = bag_diffs(pairs)
     failures += [describe(name, label, diff) for name, diff in diffs.items() if not diff.equal]
     return failures, {name: diff.view_rows for name, diff in diffs.items()}
 
