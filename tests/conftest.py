@@ -33,6 +33,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     settings = {
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.adaptive.enabled": "false",
+        # hundreds of Delta tables by the end of the run: with Spark's default 1g heap, the
+        # TPC-H comparisons ran out of memory for broadcasts (or timed out in GC)
+        "spark.driver.memory": "4g",
     }
     config = Config(spark=SparkSettings(conf=settings))
     session = build_session(config, tmp_path_factory.mktemp("spark"))
