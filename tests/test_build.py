@@ -554,14 +554,16 @@ def test_windows_and_limits_recompute_by_partition(text: str, keys: tuple, reaso
         ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "IN", (("t__a",), ("__q1__a",))),
         ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)", "EXISTS", (("t__a",), ("__q1__s0",))),
         ("SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.d > 1)", "NOT EXISTS", (("t__a",), ("__q1__s0",))),
-        ("SELECT a FROM t WHERE a NOT IN (SELECT a FROM u)", "NOT IN", ((), ())),
+        ("SELECT a FROM t WHERE a NOT IN (SELECT a FROM u)", "NOT IN", (("t__a",), ("__q1__a",), ())),
+        ("SELECT a FROM t WHERE a + b NOT IN (SELECT d FROM u)", "NOT IN", (("__ivm_in",), ("__q1__d",), ())),
         ("SELECT a FROM t INTERSECT SELECT a FROM u", "INTERSECT", (("a",), ("a",))),
         ("SELECT a, b FROM t EXCEPT ALL SELECT a, d FROM u", "EXCEPT ALL", (("a", "b"), ("a", "d"))),
     ],
 )
 def test_joins_subqueries_and_set_operations_recompute_per_key(text: str, reason: str, keys: tuple) -> None:
-    """Outer, semi and anti joins are keyed by the join's column equalities; NOT IN and a
-    join without equality have one global key; INTERSECT/EXCEPT are keyed by the row."""
+    """Outer, semi and anti joins are keyed by the join's column equalities, NOT IN by its
+    value (with a third input, unkeyed: the subquery's emptiness and NULLs); a join without
+    equality has one global key; INTERSECT/EXCEPT are keyed by the row."""
     node = root(f"CREATE VIEW v AS {text}")
     recomputes = [n for n in _walk(node) if isinstance(n, Recompute)]
     assert len(recomputes) == 1, node

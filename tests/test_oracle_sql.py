@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from oracle import ROUNDS, SEEDS, MakeProject, ViewSpec, run_oracle
+from ivm_sql.project import Project
+
+from oracle import ROUNDS, SEEDS, MakeProject, ViewSpec, compare_views, run_oracle, views_file
 
 # views/50_outer.sql: LEFT, RIGHT, FULL OUTER joins (extra ON conditions, NULL keys), an
 # aggregate over an outer join, and a join with no equality
@@ -44,6 +46,10 @@ WHERE NOT EXISTS (SELECT * FROM orders o WHERE o.product_id = p.id AND o.qty > 0
 SELECT id, qty FROM orders WHERE product_id IN (SELECT id FROM products WHERE category = 'toys')"""),
     ViewSpec("foreign_orders", """
 SELECT id, status FROM orders WHERE customer_id NOT IN (SELECT id FROM customers WHERE country = 'DE')"""),
+    # an expression NOT IN a set that often holds NULL; a set that round 3 empties
+    ViewSpec("unscored_qty", "SELECT id, qty FROM orders WHERE qty + 1 NOT IN (SELECT score FROM customers)"),
+    ViewSpec("orders_not_cheap", """
+SELECT id, product_id FROM orders WHERE product_id NOT IN (SELECT id FROM products WHERE price < 10)"""),
     ViewSpec("above_average", """
 SELECT id, qty FROM orders WHERE qty > (SELECT AVG(qty) FROM orders)"""),
     ViewSpec("pricey_in_category", """
@@ -125,3 +131,46 @@ FILES = {
 @pytest.mark.parametrize("seed", SEEDS)
 def test_analyst_sql_equals_its_select_after_random_changes(spark, tmp_project: MakeProject, seed: int) -> None:
     run_oracle(spark, tmp_project, FILES, seed, ROUNDS)
+
+
+
+NOT_IN = [
+    ViewSpec("not_listed", "SELECT id, v FROM l WHERE v NOT IN (SELECT v FROM r)"),
+    ViewSpec("not_listed_plus", "SELECT id FROM l WHERE v + 1 NOT IN (SELECT v FROM r WHERE v > 0)"),
+]
+
+# (what happens, statement, ids in not_listed after it); l starts as (1, 2), (2, 3), (3, 4), (4, 4)
+# and r as {2, 4}
+NOT_IN_STEPS = [
+    ("a value leaves the set", "DELETE FROM r WHERE v = 2", {1, 2}),
+    ("a value joins the set twice", "INSERT INTO r VALUES (2), (2)", {2}),
+    ("the set gains a NULL", "INSERT INTO r VALUES (NULL)", set()),
+    ("a second NULL", "INSERT INTO r VALUES (NULL)", set()),
+    ("the set loses its NULLs", "DELETE FROM r WHERE v IS NULL", {2}),
+    ("a NULL value arrives", "INSERT INTO l VALUES (5, NULL)", {2}),
+    ("the set empties: every row is kept, the NULL value too", "DELETE FROM r", {1, 2, 3, 4, 5}),
+    ("the set fills again", "INSERT INTO r VALUES (4)", {1, 2}),
+    ("a row moves onto a listed value", "UPDATE l SET v = 4 WHERE id = 1", {2}),
+]
+
+
+def test_not_in_follows_its_subquerys_nulls_and_emptiness(spark, tmp_project: MakeProject) -> None:
+    """NOT IN keeps per-value state, and recomputes every value exactly when the subquery
+    empties, fills, or gains or loses a NULL: after each step, a refresh (incremental) and a
+    comparison of both views with their SELECT."""
+    project = Project.open(tmp_project({"views/v.sql": views_file(NOT_IN)}), spark=spark)
+    for statement in (
+        "CREATE TABLE l (id INT, v INT) USING DELTA",
+        "CREATE TABLE r (v INT) USING DELTA",
+        "INSERT INTO l VALUES (1, 2), (2, 3), (3, 4), (4, 4)",
+        "INSERT INTO r VALUES (2), (4)",
+    ):
+        project.sql(statement)
+    assert {r.action for r in project.refresh()} == {"created"}
+    for step, statement, kept in NOT_IN_STEPS:
+        project.sql(statement)
+        reports = project.refresh()
+        assert {r.action for r in reports} <= {"incremental", "unchanged"}, (step, [(r.view, r.strategy) for r in reports])
+        assert {row[0] for row in project.sql("SELECT id FROM not_listed").rows} == kept, step
+        failures = compare_views(spark, project.database, NOT_IN, step)
+        assert not failures, "\n\n".join(failures)

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import Node, Recompute, Select
-from ivm_sql.sqlbuild import alias, col, ident
+from ivm_sql.algebra.nodes import Aggregate, AggCall, Node, Recompute, Select
+from ivm_sql.sqlbuild import alias, col, ident, lit
 
-LEFT, RIGHT = "__l", "__r"
+LEFT, RIGHT, FACTS = "__l", "__r", "__f"
+IN_VALUE = "__ivm_in"
 
 
 @dataclass
@@ -68,18 +69,14 @@ class Inputs:
         self.renames = {k: (wrapped, v) for k, v in user.items()}
         self.sources, self.conditions = [(wrapped, node)], []
 
-    def join(
-        self, kind: str, right_alias: str, right: Node, on: exp.Expression | None, reason: str,
-        not_in: tuple[exp.Expression, str] | None = None,
-    ) -> None:
+    def join(self, kind: str, right_alias: str, right: Node, on: exp.Expression | None, reason: str) -> None:
         """Replace the inputs by ``inputs <kind> JOIN right ON on``, a Recompute per join key.
 
         ``kind`` is LEFT, RIGHT or FULL (outer: both sides' columns) or LEFT SEMI / LEFT ANTI
         (the left side's columns only). ``on`` refers to the user's aliases.
         """
         left, left_names = self._wrap(LEFT)
-        right_names = {(right_alias, c): f"{right_alias}__{c}" for c in right.columns}
-        right_select = Select(((right_alias, right),), None, tuple(right_names.values()), tuple(col(c, right_alias) for c in right.columns))
+        right_select, right_names = _rename_columns(right_alias, right)
         local = {**{k: (LEFT, v) for k, v in left_names.items()}, **{k: (RIGHT, v) for k, v in right_names.items()}}
         condition = _rename(on, local) if on is not None else exp.true()
         left_keys, right_keys = _equi_keys(condition)
@@ -89,19 +86,62 @@ class Inputs:
         for i, (lk, rk) in enumerate(zip(left_keys, right_keys)):
             key = exp.Coalesce(this=col(lk, LEFT), expressions=[col(rk, RIGHT)]) if outer else col(lk, LEFT)
             outputs.append(alias(key, f"__ivm_k{i}"))
-        if not_in is None:
-            query = exp.select(*outputs).from_(_named(LEFT)).join(_named(RIGHT), on=condition, join_type=kind)
-        else:  # x NOT IN (subquery): SQL's null-aware anti-join, which Spark evaluates itself
-            value, column = not_in
-            listed = exp.select(col(right_names[(right_alias, column)], RIGHT)).from_(_named(RIGHT))
-            query = exp.select(*outputs).from_(_named(LEFT)).where(exp.not_(exp.In(this=_rename(value, local), query=exp.Subquery(this=listed))))
+        query = exp.select(*outputs).from_(_named(LEFT)).join(_named(RIGHT), on=condition, join_type=kind)
+        node = Recompute(((LEFT, left), (RIGHT, right_select)), (left_keys, right_keys), query, columns, reason)
+        self._replace(node, left_names, right_names if outer else {})
+
+    def not_in(self, value: exp.Expression, right_alias: str, right: Node) -> None:
+        """``value NOT IN (SELECT c FROM right)``: SQL's null-aware anti-join, per value.
+
+        A row is kept when its value matches no row of the subquery, unless the subquery
+        holds a NULL (then no row is kept) or a NULL value meets a non-empty subquery; an
+        empty subquery keeps every row. Those two facts about the whole subquery come from
+        its global COUNT(*) and COUNT(c), maintained incrementally and read as two booleans:
+        an input without a key, whose change is empty unless a fact flips (then every value
+        is recomputed). Any other change recomputes only the values it touches.
+        """
+        left, left_names = self._wrap(LEFT)
+        left_columns = left.columns
+        key = _rename(value, {k: (LEFT, v) for k, v in left_names.items()})
+        if not (isinstance(key, exp.Column) and key.table == LEFT):  # an expression: one more column of the left input
+            left = Select(left.sources, left.condition, left.columns + (IN_VALUE,), left.exprs + (self.rename(value),))
+            key = col(IN_VALUE, LEFT)
+        right_select, right_names = _rename_columns(right_alias, right)
+        listed = right_select.columns[0]
+        counts = Aggregate(right_select, (), (AggCall("count_star", None, "n"), AggCall("count", listed, "listed")))
+        facts = Select(
+            (("c", counts),), None, ("empty", "holds_null"),
+            (exp.EQ(this=col("n", "c"), expression=lit(0)), exp.GT(this=col("n", "c"), expression=col("listed", "c"))),
+        )
+        kept = exp.or_(
+            col("empty", FACTS),
+            exp.and_(exp.not_(exp.Is(this=key.copy(), expression=exp.Null())), exp.not_(col("holds_null", FACTS))),
+        )
+        query = (
+            exp.select(*(col(c, LEFT) for c in left_columns), alias(key.copy(), "__ivm_k0"))
+            .from_(_named(LEFT))
+            .join(_named(FACTS), join_type="CROSS")
+            .join(_named(RIGHT), on=exp.EQ(this=key.copy(), expression=col(listed, RIGHT)), join_type="LEFT ANTI")
+            .where(kept)
+        )
+        node = Recompute(
+            ((LEFT, left), (RIGHT, right_select), (FACTS, facts)), ((key.name,), (listed,), ()), query, left_columns,
+            "NOT IN subquery per value (all values when the subquery empties, fills, or gains or loses a NULL)",
+        )
+        self._replace(node, left_names, {})
+
+    def _replace(self, node: Recompute, *names: dict[tuple[str, str], str]) -> None:
+        """The inputs become ``node``; the user's columns are read from it by ``names``."""
         self.wrapped += 1
         name = f"__j{self.wrapped}"
-        node = Recompute(((LEFT, left), (RIGHT, right_select)), (left_keys, right_keys), query, columns, reason)
-        self.renames = {k: (name, v) for k, v in left_names.items()}
-        if outer:
-            self.renames.update({k: (name, v) for k, v in right_names.items()})
+        self.renames = {k: (name, v) for mapping in names for k, v in mapping.items()}
         self.sources, self.conditions = [(name, node)], []
+
+
+def _rename_columns(alias_: str, node: Node) -> tuple[Select, dict[tuple[str, str], str]]:
+    """``node`` with every column renamed ``<alias>__<column>``, and the renaming."""
+    names = {(alias_, c): f"{alias_}__{c}" for c in node.columns}
+    return Select(((alias_, node),), None, tuple(names.values()), tuple(col(c, alias_) for c in node.columns)), names
 
 
 def _named(name: str) -> exp.Table:

@@ -114,7 +114,10 @@ class Recompute:
     (MIN/MAX and other aggregates per group, window functions per partition, outer and semi
     joins per join key, set operations per row). ``query`` reads each input as a table named
     by its alias and returns ``columns`` followed by the hidden key columns ``__ivm_k<i>``;
-    ``keys`` names, per input, its columns holding that key. No keys: one global key.
+    ``keys`` names, per input, its columns holding that key. No keys at all: one global key.
+    An input without key columns beside keyed ones is a fact about a whole input that every
+    key's output also depends on (NOT IN: is the subquery empty, does it hold a NULL): it is
+    read whole, and when its consolidated change is not empty, every key is touched.
     ``every_refresh``: the output changes without any input changing (it compares with the
     current time), so every refresh recomputes it.
     """
@@ -129,6 +132,11 @@ class Recompute:
     @property
     def inputs(self) -> tuple[Node, ...]:
         return tuple(node for _, node in self.sources)
+
+    @property
+    def key_width(self) -> int:
+        """How many columns the key has (0: one global key)."""
+        return max((len(k) for k in self.keys), default=0)
 
 
 Node = Union[Scan, Select, UnionAll, Distinct, Aggregate, Recompute]

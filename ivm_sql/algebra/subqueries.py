@@ -3,7 +3,7 @@
 - ``EXISTS`` / ``x IN (SELECT ...)``: a semi-join; ``NOT EXISTS``: an anti-join; both keyed
   by the correlation's equalities (a semi-join is a join with the distinct keys, DBSP 4.x).
 - ``x NOT IN (SELECT ...)``: SQL's null-aware anti-join (a NULL in the subquery makes it
-  never true), which depends on the whole subquery: one global key.
+  never true), keyed by ``x``, with the subquery's emptiness and NULLs as whole-input facts.
 - An uncorrelated scalar subquery (an aggregate without GROUP BY: exactly one row) is
   cross-joined; a correlated one compared in WHERE (TPC-H Q2, Q17, Q20) becomes a join
   with the aggregate grouped by the correlation columns.
@@ -160,8 +160,11 @@ def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool
         value = node.this
         if negated:
             if correlated:
-                raise builder.unsupported(node, "a correlated NOT IN", "use NOT EXISTS")
-            inputs.join("LEFT ANTI", name, right, None, "NOT IN subquery (a NULL in it changes every row)", not_in=(value, right.columns[0]))
+                raise builder.unsupported(
+                    node, "a correlated NOT IN",
+                    "use NOT EXISTS with the value compared inside it (it differs only where NULLs are compared)",
+                )
+            inputs.not_in(value, name, right)
             return
         conditions.insert(0, exp.EQ(this=value.copy(), expression=col(right.columns[0], name)))
     kind = "LEFT ANTI" if negated else "LEFT SEMI"

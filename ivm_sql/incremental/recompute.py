@@ -29,8 +29,12 @@ def key_name(i: int) -> str:
     return f"{KEY}{i}"
 
 
+def key_columns(node: Recompute) -> tuple[str, ...]:
+    return tuple(key_name(i) for i in range(node.key_width))
+
+
 def stored_columns(node: Recompute) -> tuple[str, ...]:
-    return node.columns + tuple(key_name(i) for i in range(len(node.keys[0]) if node.keys else 0))
+    return node.columns + key_columns(node)
 
 
 def weight_is_one(node: Node) -> bool:
@@ -53,24 +57,42 @@ def rows(node: Node, pins: Pins) -> exp.Select:
 
 
 def touched_keys(node: Recompute, pins: Pins) -> exp.Query | None:
-    """The distinct keys present in any input's change; None if no input changed."""
-    parts = []
+    """The distinct keys present in any input's change; None if no input changed.
+
+    When an input without key columns (a fact about a whole input) has a consolidated
+    change, every key is touched: the keys of every keyed input's new rows (a key of a
+    stored row either still has input rows, or lost them and is in the change)."""
+    parts, facts = [], []
     for (_, child), keys in zip(node.sources, node.keys):
         change = delta(child, pins)
-        if change is not None:
-            parts.append(exp.select(*(alias(col(k), key_name(i)) for i, k in enumerate(keys))).from_(subquery(change, "d")))
-    if not parts:
+        if change is None:
+            continue
+        if keys or not node.key_width:
+            parts.append(_keys_of(subquery(change, "d"), keys))
+        else:
+            facts.append(consolidate(change, child.columns))
+    if not parts and not facts:
         return None
-    if not node.keys or not node.keys[0]:
+    if not node.key_width:
         return exp.select(alias(lit(1), f"{KEY}_any")).from_(subquery(union_all(parts), "u")).limit(1)
-    return exp.select(*(col(key_name(i)) for i in range(len(node.keys[0])))).from_(subquery(union_all(parts), "u")).distinct()
+    if facts:
+        flipped = exp.Exists(this=exp.select(lit(1)).from_(subquery(union_all(facts), "f")))
+        parts += [
+            _keys_of(subquery(rows(child, pins), "n"), keys).where(flipped.copy())
+            for (_, child), keys in zip(node.sources, node.keys) if keys
+        ]
+    return exp.select(*(col(c) for c in key_columns(node))).from_(subquery(union_all(parts), "u")).distinct()
 
 
-def _restrict(select: exp.Select, key_columns: tuple[str, ...], touched: exp.Query) -> exp.Select:
+def _keys_of(rows_: exp.Subquery, keys: tuple[str, ...]) -> exp.Select:
+    return exp.select(*(alias(col(k), key_name(i)) for i, k in enumerate(keys))).from_(rows_)
+
+
+def _restrict(select: exp.Select, keys: tuple[str, ...], touched: exp.Query) -> exp.Select:
     """Only the rows whose key is touched (null-safe: a NULL key is a key like any other)."""
-    if not key_columns:
+    if not keys:
         return select
-    on = exp.and_(*(null_safe_eq(col(k, "r"), col(key_name(i), TOUCHED)) for i, k in enumerate(key_columns)))
+    on = exp.and_(*(null_safe_eq(col(k, "r"), col(key_name(i), TOUCHED)) for i, k in enumerate(keys)))
     return (
         exp.select(*(col(c, "r") for c in select.named_selects))
         .from_(subquery(select, "r"))
@@ -103,12 +125,11 @@ def change(node: Recompute, table_name: str, pins: Pins) -> exp.Select | None:
     inputs = {name: _restrict(rows(child, pins), keys, touched) for (name, child), keys in zip(node.sources, node.keys)}
     stored = stored_columns(node)
     new = exp.select(*(col(c) for c in stored), alias(lit(1), WEIGHT)).from_(subquery(output(node, inputs), "o"))
-    key_columns = tuple(key_name(i) for i in range(len(node.keys[0]) if node.keys else 0))
     old_rows = exp.select(*(col(c) for c in stored), alias(exp.Neg(this=col(WEIGHT)), WEIGHT)).from_(table(table_name))
-    if not key_columns:
+    if not node.key_width:
         old = old_rows
     else:
-        on = exp.and_(*(null_safe_eq(col(k, "r"), col(k, TOUCHED)) for k in key_columns))
+        on = exp.and_(*(null_safe_eq(col(k, "r"), col(k, TOUCHED)) for k in key_columns(node)))
         old = (
             exp.select(*(col(c, "r") for c in (*stored, WEIGHT)))
             .from_(subquery(old_rows, "r"))
