@@ -5,18 +5,19 @@ Real Spark and Delta (the session fixture). The project's migration is the TPC-H
 standard query at its validation parameters, without a final ORDER BY unless it has a
 LIMIT). A small deterministic database (tests/tpch/generate.py, about SF 0.001) is loaded,
 the views are refreshed, then each round runs RF1 (new orders and their lineitems), RF2
-(old orders and their lineitems deleted) and random UPDATEs, and refreshes. After the load
-and after every round, every view must equal its SELECT evaluated directly by Spark on the
-current tables (as bags, same column names and types), and after the last round ``verify()``
-must agree too.
+(old orders and their lineitems deleted) and random UPDATEs, and refreshes. After the last
+round (by default; after the load and every round with IVM_TPCH_CHECK=each), every view
+must equal its SELECT evaluated directly by Spark on the current tables (as bags, same
+column names and types). A view wrong after the load stays wrong for the groups no round
+touches, so the last comparison catches it too; the default keeps CI's suite short.
 
 The strategy of each query (its stages from ``plans()``) and what each refresh did are
 printed (pytest -s); with IVM_TPCH_REPORT=1 they are also written to tests/tpch/STRATEGIES.md
 (committed from ``IVM_TPCH_ROUNDS=2 IVM_TPCH_REPORT=1 pytest tests/test_tpch.py``).
 
 Knobs: IVM_TPCH_ROUNDS=3 (more rounds than the default 1), IVM_TPCH_QUERIES=q03,q18 (only
-those views), IVM_TPCH_VERIFY=each (verify() after every checkpoint, not only the last; it
-costs about as much as a refresh).
+those views), IVM_TPCH_CHECK=each (compare after the load and every round, and run
+``verify()`` after the last; about a minute each on this machine).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ REPORT = TPCH / "STRATEGIES.md"
 WRITE_REPORT = os.environ.get("IVM_TPCH_REPORT") == "1"
 SEED = 2024
 ROUNDS = int(os.environ.get("IVM_TPCH_ROUNDS", "1"))
-# verify() after every checkpoint ("each", the default) or only after the last round ("last")
-VERIFY = os.environ.get("IVM_TPCH_VERIFY", "last")
+# "last": compare after the last round only; "each": after the load and every round, then verify()
+CHECK = "each" if WRITE_REPORT else os.environ.get("IVM_TPCH_CHECK", "last")
 
 # A subset while debugging: IVM_TPCH_QUERIES=q03,q18 (STRATEGIES.md is never written from a subset)
 SUBSET = [q.strip() for q in os.environ.get("IVM_TPCH_QUERIES", "").split(",") if q.strip()]
@@ -134,10 +135,11 @@ def run_tpch(project: Project, names: list[str], log: Log) -> None:
     def checkpoint(label: str) -> None:
         reports = log.timed(f"{label}: refresh", project.refresh)
         log.refreshes.append((label, {r.view.split(".")[-1]: r for r in reports}))
-        failures, counts = log.timed(f"{label}: compare", lambda: compare(project, names, label))
-        log.counts.append((label, counts))
-        log.failures += failures
-        if VERIFY == "each" or label == last:
+        if CHECK == "each" or label == last:
+            failures, counts = log.timed(f"{label}: compare", lambda: compare(project, names, label))
+            log.counts.append((label, counts))
+            log.failures += failures
+        if CHECK == "each" and label == last:
             log.failures += log.timed(f"{label}: verify", lambda: verify_failures(project, label))
 
     log.timed("load", lambda: run_sql(project, data.initial()))
@@ -218,5 +220,8 @@ def test_tpch_queries_match_recompute_through_refresh_rounds(spark, tmp_project:
             REPORT.write_text(text)
         print("\n" + text + timings(log, names, time.perf_counter() - started, (load_before, os.getloadavg()[0])))
     assert not log.failures, "\n\n".join(log.failures)
-    empty = [name for name in names if dict(log.counts)["load"].get(name) == 0]
+    # the data must give every query rows (round 2 empties Q16 on purpose, so not after it)
+    counts = dict(log.counts)
+    first = counts.get("load") or counts.get("round 1") or {}
+    empty = [name for name in names if first.get(name) == 0]
     assert not empty, f"queries returning no rows on the generated data: {empty}"
