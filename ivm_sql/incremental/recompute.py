@@ -6,7 +6,9 @@ change is Q(I_new|touched) - Q(I_old|touched), where "touched" are the keys pres
 input's change. The new part is computed from the inputs' new versions restricted to the
 touched keys; the old part is read from the stage's own table, which stores the output with
 its key. Both are consolidated, so unchanged rows of a touched key cost nothing downstream.
-With no key, any change recomputes the whole operator (and `ivm compile` says so).
+With no key, any change recomputes the whole operator (and `ivm compile` says so). An
+unkeyed input beside keyed ones (NOT IN's "is the subquery empty, does it hold a NULL") is
+read whole; its change is consolidated first, so only a real flip touches every key.
 """
 
 from __future__ import annotations
