@@ -15,9 +15,12 @@ from sqlglot.optimizer.qualify import qualify
 from ivm_sql.algebra.build import Builder, compares_with_current_time
 from ivm_sql.algebra.nodes import Recompute, Scan
 from ivm_sql.catalog import Catalog, QueryError, Schema
+from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.versions import Versions
+from ivm_sql.physical import materialize
+from ivm_sql.physical.cost import CostModel
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
 from ivm_sql.viewdefs import ViewDef
 
@@ -303,14 +306,17 @@ def _with_schema(output: Scan, schema: Schema) -> Scan:
 # rendering -------------------------------------------------------------------------------
 
 
-def render(plan: ViewPlan) -> str:
-    """The SQL that maintains a view, for `ivm compile`: tables, refresh statements, view."""
+def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSettings())) -> str:
+    """The SQL that maintains a view, for `ivm compile`: tables, refresh statements, view,
+    and the physical decisions a refresh takes around them."""
     symbolic = {t: Versions.symbolic(t) for s in plan.stages for t in s.sources}
     lines = [
         f"-- view {plan.name}  ({plan.view.location})",
         f"-- reads: {', '.join(plan.base_tables + tuple(plan.depends_on)) or 'nothing'}",
         "-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;",
         "-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.",
+        f"-- each refresh: {materialize.describe()};",
+        f"-- each incremental stage: {cost.describe()}.",
     ]
     for number, stage in enumerate(plan.stages, 1):
         lines += [

@@ -10,6 +10,8 @@ Layout (every key is optional; an empty file gives all defaults)::
       app_name: ivm
       conf:                 # any extra Spark settings, passed through
         spark.sql.shuffle.partitions: 4
+    refresh:
+      recompute_above: 0.1  # recompute a stage when its change is this share of its input rows; or never
 
 Errors point at the offending line: the file is composed into yaml nodes first,
 which keep their positions, and only then turned into values.
@@ -40,6 +42,17 @@ class SparkSettings:
 
 
 @dataclass(frozen=True)
+class RefreshSettings:
+    """The ``refresh:`` section: when a refresh recomputes instead of applying the change.
+
+    ``recompute_above`` is the share of a stage's input rows that a change must exceed for
+    the stage to be recomputed from scratch rather than incrementally (None: never).
+    """
+
+    recompute_above: float | None = 0.1
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole of ``ivm.yaml``; folder paths are relative to the project directory."""
 
@@ -47,6 +60,7 @@ class Config:
     views_dir: str = "views"
     migrations_dir: str = "migrations"
     spark: SparkSettings = field(default_factory=SparkSettings)
+    refresh: RefreshSettings = field(default_factory=RefreshSettings)
 
     @property
     def is_embedded(self) -> bool:
@@ -54,8 +68,9 @@ class Config:
         return self.spark.master.startswith("local")
 
 
-_TOP_KEYS = ("database", "views", "migrations", "spark")
+_TOP_KEYS = ("database", "views", "migrations", "spark", "refresh")
 _SPARK_KEYS = ("master", "app_name", "conf")
+_REFRESH_KEYS = ("recompute_above",)
 
 
 def load_config(path: Path) -> Config:
@@ -101,6 +116,8 @@ class _Reader:
             values["migrations_dir"] = self._string(top["migrations"], "migrations")
         if "spark" in top:
             values["spark"] = self._spark(top["spark"])
+        if "refresh" in top:
+            values["refresh"] = self._refresh(top["refresh"])
         return Config(**values)  # type: ignore[arg-type]
 
     def _spark(self, node: yaml.Node) -> SparkSettings:
@@ -116,6 +133,23 @@ class _Reader:
                 {key: self._setting(value, key) for key, value in entries.items()}
             )
         return SparkSettings(**values)  # type: ignore[arg-type]
+
+    def _refresh(self, node: yaml.Node) -> RefreshSettings:
+        section = self._mapping(node, "refresh", _REFRESH_KEYS)
+        if "recompute_above" not in section:
+            return RefreshSettings()
+        value_node = section["recompute_above"]
+        value = yaml.SafeLoader("").construct_object(value_node) if isinstance(value_node, yaml.ScalarNode) else None
+        if value == "never":
+            return RefreshSettings(recompute_above=None)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise ConfigError(
+                f"refresh.recompute_above must be a positive number or never, not "
+                f"{value_node.value if isinstance(value_node, yaml.ScalarNode) else _describe(value_node)}",
+                location=self._at(value_node),
+                hint="e.g. 0.1 recomputes a stage when its change exceeds 10% of the rows it reads",
+            )
+        return RefreshSettings(recompute_above=float(value))
 
     def _mapping(
         self, node: yaml.Node, what: str, allowed: tuple[str, ...] | None

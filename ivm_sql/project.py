@@ -16,6 +16,7 @@ from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler import ViewPlan, compile_views, render
 from ivm_sql.config import Config, load_config
 from ivm_sql.errors import ConfigError, IvmError, SqlError
+from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import delta_log
 from ivm_sql.runtime.refresh import Refresher, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
@@ -75,6 +76,11 @@ class Project:
             self._spark = build_session(self.config, self.root, verbose=self.verbose)
         return self._spark
 
+    @property
+    def cost_model(self) -> CostModel:
+        """When a refresh recomputes a stage instead of applying its change (ivm.yaml refresh:)."""
+        return CostModel.from_settings(self.config.refresh)
+
     def _use_database(self) -> None:
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {to_sql(ident(self.database))}")
         self.spark.sql(f"USE {to_sql(ident(self.database))}")
@@ -115,7 +121,7 @@ class Project:
         names = [views] if isinstance(views, str) else views
         selected = set(n.lower() for n in names) if names is not None else None
         return [
-            CompiledView(p.name, render(p))
+            CompiledView(p.name, render(p, self.cost_model))
             for p in self.plans(names)
             if selected is None or p.view.name in selected
         ]
@@ -125,7 +131,7 @@ class Project:
         on_view: Callable[[ViewReport], None] | None = None,
     ) -> list[ViewReport]:
         """Bring views (and the views they read) up to date with all source changes."""
-        return Refresher(self.spark, full=full).refresh(self.plans(views), on_view)
+        return Refresher(self.spark, full=full, cost=self.cost_model).refresh(self.plans(views), on_view)
 
     def status(self) -> list[ViewStatus]:
         result = []

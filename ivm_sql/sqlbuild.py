@@ -29,6 +29,14 @@ def table(name: str, alias: str | None = None) -> exp.Table:
     return node
 
 
+def table_at(name: str, version: exp.Expression | None) -> exp.Table:
+    """A table read at a version (``t VERSION AS OF v``); the latest with no version."""
+    node = table(name)
+    if version is not None:
+        node.set("version", exp.Version(this="VERSION", kind="AS OF", expression=version.copy()))
+    return node
+
+
 def alias(expression: exp.Expression, name: str) -> exp.Alias:
     return exp.alias_(expression, ident(name))
 

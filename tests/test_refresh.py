@@ -282,3 +282,40 @@ def test_delta_error_is_an_ivm_error(spark, tmp_project: MakeProject) -> None:
     with pytest.raises(SqlError) as caught:
         project.sql("SELECT * FROM table_changes('t', 5, 6)")
     assert "Start version 5" in caught.value.message, caught.value.message
+
+
+def test_large_change_is_recomputed_and_says_why(spark, tmp_project: MakeProject) -> None:
+    """A change that is a large share of what a view reads is recomputed (the cost model),
+    a small one is applied; with recompute_above: never, even a large one is applied."""
+    specs = [ViewSpec("per_status", "SELECT status, COUNT(*) AS n, SUM(qty) AS q FROM orders GROUP BY status")]
+    fill = "INSERT INTO orders SELECT CAST(id AS INT), CAST(id % 7 AS INT), CAST(id % 5 AS INT), element_at(array('new', 'shipped'), CAST(id % 2 + 1 AS INT)) FROM range({0}, {1}) AS r(id)"
+    for setting, large in (("", "recomputed"), ("refresh: {recompute_above: never}\n", "incremental")):
+        project = Project.open(tmp_project({"views/views.sql": views_file(specs), "ivm.yaml": setting}), spark=spark)
+        project.sql(ORDERS)
+        project.sql(fill.format(0, 40_000))
+        project.refresh()
+        project.sql(fill.format(40_000, 60_000))  # 20,000 new rows: a third of the table
+        (report,) = project.refresh()
+        assert report.action == large, report
+        if large == "recomputed":
+            assert report.reason.startswith("cheaper than incremental: 20,000 changed rows are 33% of the 60,000 rows"), report
+        project.sql("UPDATE orders SET qty = qty + 1 WHERE id < 100")
+        assert [r.action for r in project.refresh()] == ["incremental"]
+        assert_correct(project, specs, setting)
+
+
+def test_change_that_consolidates_to_nothing_skips_the_merge(spark, tmp_project: MakeProject) -> None:
+    """A change no row of the view depends on is computed once, found empty, and only the
+    new versions are recorded; the view above it then has nothing to read."""
+    shipped = ViewSpec("shipped", "SELECT id, qty FROM orders WHERE status = 'shipped'")
+    totals = ViewSpec("totals", "SELECT COUNT(*) AS n, SUM(qty) AS q FROM shipped", reads=("shipped",))
+    project = open_project(spark, tmp_project, [shipped, totals])
+    project.refresh()
+    project.sql("INSERT INTO orders VALUES (20, 1, 1, 'new')")
+    reports = project.refresh()
+    assert [(r.action, r.rows_out) for r in reports] == [("incremental", 0), ("incremental", 0)], actions(reports)
+    for plan in project.plans():
+        last = project.sql(f"DESCRIBE HISTORY {plan.table} LIMIT 1").rows[0]
+        assert last[4] == "SET TBLPROPERTIES", (plan.table, last)  # a record-only commit, no MERGE
+    assert {r.action for r in project.refresh()} == {"unchanged"}
+    assert_correct(project, [shipped, totals])

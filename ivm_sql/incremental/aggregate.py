@@ -48,10 +48,10 @@ def _aggregate(node: Aggregate, rows: exp.Query, drop_zero: bool) -> exp.Select:
     select = exp.select(*outputs).from_(subquery(rows, "d"))
     if node.keys:
         select = select.group_by(*(col(k) for k in node.keys))
-        if drop_zero:  # a group whose change sums to nothing needs no update
-            select = select.having(
-                exp.or_(*(exp.NEQ(this=coalesce_zero(e), expression=lit(0)) for _, e in partials(node)))
-            )
+    if drop_zero:  # a group (or the global row) whose change sums to nothing needs no update
+        select = select.having(
+            exp.or_(*(exp.NEQ(this=coalesce_zero(e), expression=lit(0)) for _, e in partials(node)))
+        )
     return select
 
 

@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Scan, UnionAll
 from ivm_sql.incremental.versions import Pins
-from ivm_sql.sqlbuild import WEIGHT, alias, col, lit, table, union_all
+from ivm_sql.sqlbuild import WEIGHT, alias, col, lit, table_at, union_all
 
 CHANGE_TYPE = "_change_type"
 POSITIVE_CHANGES = ("insert", "update_postimage")
@@ -25,9 +25,7 @@ def scan_projection(scan: Scan, weight: exp.Expression) -> list[exp.Expression]:
 def scan_snapshot(scan: Scan, pins: Pins, when: str) -> exp.Select:
     """The table at the pinned version (``when`` = "new") or the state's version ("old")."""
     version = pins[scan.table].new if when == "new" else pins[scan.table].old
-    source = table(scan.table)
-    if version is not None:
-        source.set("version", exp.Version(this="VERSION", kind="AS OF", expression=version.copy()))
+    source = table_at(scan.table, version)
     select = exp.select(*scan_projection(scan, scan.weight.copy())).from_(source)
     return select.where(scan.where.copy()) if scan.where is not None else select
 

@@ -78,18 +78,32 @@ class Stage:
             return aggregate.initial(self.node, contents)
         return bag.initial(self.node.columns, contents)
 
-    def merge_statement(self, pins: Pins) -> exp.Merge | None:
-        """The MERGE that applies the change between the old and new pins; None if none."""
+    def change_query(self, pins: Pins) -> exp.Select | None:
+        """The consolidated change of the stage's table between the old and new pins, in the
+        shape its MERGE applies; None when no source changed."""
         if isinstance(self.node, Recompute):
-            changes = recompute.change(self.node, self.table, pins)
-            return None if changes is None else bag.merge(self.table, recompute.stored_columns(self.node), changes)
+            return recompute.change(self.node, self.table, pins)
         changes = delta(self.input, pins)
         if changes is None:
             return None
         if isinstance(self.node, Aggregate):
-            return aggregate.merge(self.table, self.node, aggregate.change(self.node, changes))
+            return aggregate.change(self.node, changes)
         module = distinct if self.kind == "distinct" else bag
-        return module.merge(self.table, self.node.columns, module.change(self.node.columns, changes))
+        return module.change(self.node.columns, changes)
+
+    def merge(self, change: exp.Query) -> exp.Merge:
+        """The MERGE that adds ``change`` (a query in ``change_query``'s shape) to the table."""
+        if isinstance(self.node, Recompute):
+            return bag.merge(self.table, recompute.stored_columns(self.node), change)
+        if isinstance(self.node, Aggregate):
+            return aggregate.merge(self.table, self.node, change)
+        module = distinct if self.kind == "distinct" else bag
+        return module.merge(self.table, self.node.columns, change)
+
+    def merge_statement(self, pins: Pins) -> exp.Merge | None:
+        """The MERGE that applies the change between the old and new pins; None if none."""
+        change = self.change_query(pins)
+        return None if change is None else self.merge(change)
 
 
 class Lowering:

@@ -27,6 +27,8 @@ INCREMENTAL_OPERATIONS = {
     "WRITE", "STREAMING UPDATE", "MERGE", "UPDATE", "DELETE", "OPTIMIZE",
     "SET TBLPROPERTIES", "UNSET TBLPROPERTIES", "VACUUM START", "VACUUM END",
 }
+# Operations that never change a row: a table with only these since a version is unchanged.
+NO_ROW_CHANGES = {"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES", "UNSET TBLPROPERTIES"}
 # operationMetrics that count rows changed by a commit
 ROW_METRICS = (
     "numOutputRows", "numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted",
@@ -40,6 +42,12 @@ class Commit:
     operation: str
     record: dict | None  # ivm's record, if this commit was written by ivm
     metrics: dict = field(default_factory=dict)
+
+    @property
+    def changes_rows(self) -> bool:
+        """False for a commit that cannot change any row (compaction, properties, ivm's
+        record-only commits); True when it may."""
+        return self.operation not in NO_ROW_CHANGES
 
     @property
     def rows_changed(self) -> int:
@@ -68,6 +76,7 @@ class DeltaLog:
         self.spark = spark
         self._dirs: dict[str, object] = {}
         self._ids: dict[str, str | None] = {}
+        self._commits: dict[tuple[str, int], Commit] = {}  # a commit file never changes
 
     def _log_dir(self, table: str):
         if table not in self._dirs:
@@ -118,8 +127,12 @@ class DeltaLog:
         return actions
 
     def commit(self, table: str, version: int) -> Commit:
-        info = self._actions(table, version).get("commitInfo", {})
-        return Commit(version, info.get("operation", ""), _parse_record(info.get("userMetadata")), info.get("operationMetrics") or {})
+        if (table, version) not in self._commits:
+            info = self._actions(table, version).get("commitInfo", {})
+            self._commits[(table, version)] = Commit(
+                version, info.get("operation", ""), _parse_record(info.get("userMetadata")), info.get("operationMetrics") or {}
+            )
+        return self._commits[(table, version)]
 
     def commits_between(self, table: str, old: int, new: int) -> list[Commit]:
         """Commits with old < version <= new, oldest first."""

@@ -16,14 +16,17 @@ from typing import Callable
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
+from sqlglot import exp
 
 from ivm_sql.catalog import first_line
 from ivm_sql.compiler import ViewPlan, create_table
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
-from ivm_sql.incremental.versions import Versions
+from ivm_sql.incremental.versions import Pins, Versions
+from ivm_sql.physical.cost import CostModel
+from ivm_sql.physical.materialize import materialized
 from ivm_sql.runtime import delta_log
-from ivm_sql.sqlbuild import to_sql
+from ivm_sql.sqlbuild import lit, table_at, to_sql
 
 
 @dataclass
@@ -46,9 +49,11 @@ class ViewReport:
 class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
-    def __init__(self, spark, full: bool = False):
+    def __init__(self, spark, full: bool = False, cost: CostModel = CostModel(recompute_above=None)):
         self.spark = spark
         self.full = full
+        self.cost = cost
+        self.row_counts: dict[tuple[str, int], int] = {}  # (table, version) -> rows, for the cost model
         self.current: dict[str, int] = {}  # table -> version this refresh reads
         self.base_of: dict[str, dict[str, int]] = {}  # ivm table -> base versions it reflects
         self.recomputed: set[str] = set()
@@ -93,19 +98,21 @@ class Refresher:
             self.base_of[stage.table] = record.get("base", {})
             return "unchanged", ""
         if reason is None:
-            pins = {t: Versions.at(recorded[t], self.current[t]) for t in stage.sources}
+            pins = self._pins(stage, recorded)
             reason = self._history_reason(pins, recorded, report, own_tables)
+        if reason is None:
+            reason = self.cost.recompute_reason(self._changed_rows(pins), lambda table: self._rows(table, self.current[table]))
         if reason is not None:
             self._enable_change_feeds(stage)
-            statement = create_table(stage, stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources}), fingerprint)
-        else:
-            statement = stage.merge_statement(pins)
         base = self._base_versions(stage)
         new_record = {"ids": {t: self.log.table_id(t) for t in stage.sources}, "plan": fingerprint, "sources": {t: self.current[t] for t in stage.sources}, "base": base}
         before = latest if exists else -1
         with delta_log.commit_record(self.spark, new_record):
-            if statement is not None:
-                self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
+            if reason is not None:
+                initial = stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources})
+                self._run(lambda: self.spark.sql(to_sql(create_table(stage, initial, fingerprint), pretty=False)), stage.table)
+            else:
+                self._apply_change(stage, pins)
             if self.log.latest_version(stage.table) == before:
                 # The change consolidated to nothing and Delta committed nothing: record the
                 # new versions anyway, or every later refresh would read them again.
@@ -120,6 +127,45 @@ class Refresher:
         if stage.kind == "recompute":  # a recompute is shown, never silent
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
+
+    def _apply_change(self, stage: Stage, pins: Pins) -> None:
+        """One MERGE of the stage's change, computed once; nothing when it is empty."""
+        change = stage.change_query(pins)
+        if change is None:
+            return
+        try:
+            with materialized(self.spark, change) as staged:
+                if staged.rows:
+                    self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
+        except (PySparkException, Py4JJavaError) as error:
+            raise RefreshError(f"{stage.table}: {first_line(error)}") from None
+
+    def _pins(self, stage: Stage, recorded: dict[str, int]) -> Pins:
+        """The versions each source is read at. A source whose commits since the recorded
+        version changed no row (ivm's record-only commits, OPTIMIZE) counts as unchanged:
+        its terms are left out, and its old contents are read at the new version."""
+        pins = {}
+        for table in stage.sources:
+            old, new = recorded[table], self.current[table]
+            if old != new and not any(c.changes_rows for c in self.log.commits_between(table, old, new)):
+                old = new
+            pins[table] = Versions.at(old, new)
+        return pins
+
+    def _changed_rows(self, pins: Pins) -> dict[str, int]:
+        """Rows changed per input since the stage's versions, from Delta's commit metrics."""
+        changed = {}
+        for table, versions in pins.items():
+            old, new = int(versions.old.this), int(versions.new.this)
+            changed[table] = sum(c.rows_changed for c in self.log.commits_between(table, old, new)) if versions.changed else 0
+        return changed
+
+    def _rows(self, table: str, version: int) -> int:
+        """Rows of a table at a version (Delta answers COUNT(*) from its file statistics)."""
+        if (table, version) not in self.row_counts:
+            query = exp.select(exp.Count(this=exp.Star())).from_(table_at(table, lit(version)))
+            self.row_counts[(table, version)] = self._run(lambda: self.spark.sql(to_sql(query, pretty=False)).first()[0], table)
+        return self.row_counts[(table, version)]
 
     def _recompute_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
         if not exists:

@@ -2,6 +2,8 @@
 -- reads: shop.orders
 -- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
+-- each refresh: the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
+-- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows.
 
 -- stage 1/1: shop.__ivm_shipped_totals [aggregate] incremental: COUNT/SUM/AVG per group updated from the change alone
 -- first refresh (or recompute):
@@ -48,6 +50,10 @@ USING (
     WHERE
       `orders`.`status` = 'shipped'
   ) AS `d`
+  HAVING
+    COALESCE(SUM(`__ivm_w`), 0) <> 0
+    OR COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) <> 0
+    OR COALESCE(SUM(`a0` * `__ivm_w`), 0) <> 0
 ) AS `s`
 ON TRUE
 WHEN MATCHED THEN UPDATE SET

@@ -1,0 +1,11 @@
+"""The physical layer: how a logical refresh plan runs on Spark and Delta.
+
+The rules in ``algebra`` and ``incremental`` say *what* a stage's change is. The decisions
+here say *how* it is computed and applied, and they never change a result:
+
+- ``cost``: incremental or recompute, from the size of the change against the size of the
+  data it touches (the choice Databricks' Enzyme makes per refresh), with the reason shown;
+- ``materialize``: a stage's consolidated change is computed once and kept in executor
+  memory, so the MERGE does not recompute it and an empty change skips the MERGE;
+- ``describe``: the same decisions as text, for ``ivm compile``.
+"""

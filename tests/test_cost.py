@@ -1,0 +1,34 @@
+"""The cost model that picks incremental or recompute (no Spark needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ivm_sql.physical.cost import SMALL_CHANGE, CostModel
+
+
+def never_counted(table: str) -> int:
+    raise AssertionError(f"a small change must not count the rows of {table}")
+
+
+def test_small_change_stays_incremental_without_counting_rows() -> None:
+    assert CostModel(0.1).recompute_reason({"db.orders": SMALL_CHANGE, "db.customers": 0}, never_counted) is None
+
+
+def test_change_over_the_share_is_recomputed_with_the_numbers() -> None:
+    rows = {"db.orders": 100_000, "db.customers": 50_000}
+    reason = CostModel(0.1).recompute_reason({"db.orders": 20_000, "db.customers": 0}, rows.__getitem__)
+    assert reason == (
+        "cheaper than incremental: 20,000 changed rows are 13% of the 150,000 rows it reads (recompute_above: 0.1)"
+    )
+
+
+@pytest.mark.parametrize("share", [0.2, None])
+def test_change_under_the_share_or_never_stays_incremental(share: float | None) -> None:
+    rows = {"db.orders": 100_000, "db.customers": 50_000}
+    assert CostModel(share).recompute_reason({"db.orders": 20_000, "db.customers": 0}, rows.__getitem__) is None
+
+
+def test_compile_describes_the_decision() -> None:
+    assert "10%" in CostModel(0.1).describe()
+    assert "always incremental" in CostModel(None).describe()
