@@ -1,0 +1,458 @@
+"""TPC-H: ivm's incremental refresh against `refresh --full` and against plain CTAS, in one run.
+
+Generates TPC-H data with DuckDB's tpch extension (cached as Parquet in
+~/.cache/ivm-bench/tpch-sf<SF>/), loads it into a throwaway ivm project whose views are the
+22 TPC-H queries (tests/tpch/queries/), and times the first refresh, which creates them. Then,
+for each round, it applies TPC-H's refresh functions to a fraction of the orders (RF1: new
+orders with their lineitems, cloned from existing ones; RF2: old orders and their lineitems
+deleted), and times, in the same Spark session:
+
+  - `refresh()`: the incremental refresh of every view (per view and in total);
+  - a second `refresh()` with nothing changed;
+  - `refresh(full=True)`: every view recomputed from scratch;
+  - `CREATE OR REPLACE TABLE ... AS <select>` of each view's SELECT (CTAS).
+
+After each incremental refresh every view is compared, as a bag, with its SELECT run by Spark
+(not timed). Prints a table per round; --json and --markdown keep the results.
+
+    .venv/bin/pip install -e '.[bench]'
+    .venv/bin/python bench/tpch.py --sf 0.1 --markdown /tmp/tpch.md
+    .venv/bin/python bench/tpch.py --sf 0.01 --rounds 0.01,0.2 --queries q01,q03 --json /tmp/tpch.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import duckdb_extension_tpch
+import yaml
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from sqlglot import exp
+
+from ivm_sql import Project
+
+REPO = Path(__file__).resolve().parent.parent
+TPCH = REPO / "tests" / "tpch"
+QUERIES = sorted(path.stem for path in (TPCH / "queries").glob("q*.sql"))
+TABLES = ["region", "nation", "part", "supplier", "partsupp", "customer", "orders", "lineitem"]
+DATABASE = "tpch"
+CACHE = Path.home() / ".cache" / "ivm-bench"
+RF1_KEYS, RF2_KEYS = "bench_rf1_keys", "bench_rf2_keys"  # temp views of the orders each RF picks
+
+
+# results ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ViewRun:
+    """One view in one refresh."""
+
+    seconds: float
+    action: str
+    strategy: str
+    rows_in: int
+    rows_out: int
+
+
+@dataclass
+class Refresh:
+    seconds: float  # wall time of the whole refresh() call
+    views: dict[str, ViewRun]
+
+
+@dataclass
+class Round:
+    fraction: float
+    orders: int  # orders inserted by RF1, and orders deleted by RF2
+    dml_seconds: float
+    incremental: Refresh
+    equal: dict[str, bool]
+    check_seconds: float
+    no_change: Refresh
+    full: Refresh
+    ctas_seconds: float
+    ctas: dict[str, float]
+
+
+@dataclass
+class Run:
+    machine: dict[str, object]
+    sf: float
+    seed: int
+    queries: list[str]
+    rows: dict[str, int]  # table -> rows at load
+    generate_seconds: float | None  # None when the Parquet files came from the cache
+    load_seconds: float
+    first_refresh: Refresh
+    rounds: list[Round]
+
+
+# helpers ----------------------------------------------------------------------------------
+
+
+def log(message: str) -> None:
+    print(f"[tpch] {message}", file=sys.stderr, flush=True)
+
+
+def timed(action: Callable):
+    """(what action returned, its wall time in seconds)."""
+    started = time.perf_counter()
+    result = action()
+    return result, time.perf_counter() - started
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier (or parquet.`path`) quoted with backticks."""
+    return exp.to_identifier(name, quoted=True).sql(dialect="spark")
+
+
+def select_of(name: str) -> str:
+    """The SELECT of query ``name``, whose file is ``CREATE VIEW name AS ...;`` after comments."""
+    text = (TPCH / "queries" / f"{name}.sql").read_text()
+    match = re.search(rf"CREATE\s+VIEW\s+{name}\s+AS\s+(.*?);?\s*$", text, re.IGNORECASE | re.DOTALL)
+    if not match:
+        raise ValueError(f"{name}.sql holds no CREATE VIEW {name} AS ...")
+    return match.group(1)
+
+
+def scalar(project: Project, statement: str):
+    return project.sql(statement).rows[0][0]
+
+
+def schema_of(project: Project, table: str):
+    return project.spark.table(f"{quote(DATABASE)}.{quote(table)}").schema
+
+
+# data -------------------------------------------------------------------------------------
+
+
+def tpch_parquet(sf: float) -> tuple[Path, float | None]:
+    """The folder of the 8 tables as Parquet at scale factor ``sf``, generated unless cached,
+    and the generation time (None when cached)."""
+    folder = CACHE / f"tpch-sf{sf:g}"
+    if all((folder / f"{table}.parquet").is_file() for table in TABLES):
+        return folder, None
+    log(f"generating TPC-H SF {sf:g} with DuckDB into {folder}")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    # Written beside the cache and renamed at the end, so an interrupted run leaves no
+    # half-written folder that a later run would take as complete.
+    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=CACHE))
+    extension = Path(duckdb_extension_tpch.__path__[0], "extensions", f"v{duckdb.__version__}", "tpch.duckdb_extension")
+    with duckdb.connect() as con:
+        con.load_extension(str(extension))
+        con.execute("CALL dbgen(sf = ?)", [sf])
+        for table in TABLES:
+            con.table(table).write_parquet(str(staging / f"{table}.parquet"))
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+    return folder, time.perf_counter() - started
+
+
+def create_project(root: Path, queries: list[str]) -> Project:
+    (root / "migrations").mkdir(parents=True)
+    (root / "views").mkdir()
+    shutil.copy(TPCH / "schema.sql", root / "migrations" / "0001_tpch.sql")
+    for name in queries:
+        shutil.copy(TPCH / "queries" / f"{name}.sql", root / "views" / f"{name}.sql")
+    config = {"database": DATABASE, "spark": {"conf": {"spark.driver.memory": "6g"}}}
+    (root / "ivm.yaml").write_text(yaml.safe_dump(config))
+    return Project.open(root)
+
+
+def load(project: Project, parquet: Path) -> None:
+    """Inserts each Parquet file into its table, cast to the migration's column types (DuckDB's
+    differ, e.g. BIGINT line numbers)."""
+    for table in TABLES:
+        columns = ", ".join(
+            f"CAST({quote(field.name)} AS {field.dataType.simpleString()}) AS {quote(field.name)}"
+            for field in schema_of(project, table)
+        )
+        project.sql(f"INSERT INTO {quote(table)} SELECT {columns} FROM parquet.{quote(str(parquet / f'{table}.parquet'))}")
+
+
+def clone_columns(project: Project, table: str, key: str, offset: int) -> str:
+    """The SELECT list copying a row of ``table`` with ``key`` moved up by ``offset``."""
+    return ", ".join(
+        f"{quote(column)} + {offset} AS {quote(column)}" if column == key else quote(column)
+        for column in schema_of(project, table).fieldNames()
+    )
+
+
+def picked_orders(view: str, max_key: int, n: int, *hash_args: object) -> str:
+    """A temp view of the ``n`` orders with key <= max_key that come first in the order of a
+    hash seeded with ``hash_args`` (exactly n, unlike a hash threshold). Each statement of an
+    RF reads the view anew; the bound keeps its rows the same across them, as RF1's clones get
+    keys above it and RF2 deletes the orders last."""
+    seeds = ", ".join(repr(arg) for arg in hash_args)  # ints and short strings as SQL literals
+    return (
+        f"CREATE OR REPLACE TEMP VIEW {quote(view)} AS SELECT o_orderkey FROM orders "
+        f"WHERE o_orderkey <= {max_key} ORDER BY xxhash64(o_orderkey, {seeds}), o_orderkey LIMIT {n}"
+    )
+
+
+def refresh_functions(project: Project, n: int, loaded_max_key: int, seed: int, round_no: int) -> None:
+    """TPC-H's RF1 then RF2 for ``n`` orders. RF1 clones n orders and their lineitems under
+    new keys, above every key so far; RF2 deletes n orders that existed at load (never a
+    clone), lineitems first."""
+    offset = scalar(project, "SELECT max(o_orderkey) FROM orders")
+    rf1 = f"(SELECT o_orderkey FROM {quote(RF1_KEYS)})"
+    # Delta's DELETE takes no subquery in its condition; a MERGE deleting the matches does.
+    rf2 = f"USING {quote(RF2_KEYS)} AS picked ON picked.o_orderkey = target"
+    statements = [
+        picked_orders(RF1_KEYS, offset, n, seed, round_no, "rf1"),
+        f"INSERT INTO orders SELECT {clone_columns(project, 'orders', 'o_orderkey', offset)} FROM orders WHERE o_orderkey IN {rf1}",
+        f"INSERT INTO lineitem SELECT {clone_columns(project, 'lineitem', 'l_orderkey', offset)} FROM lineitem WHERE l_orderkey IN {rf1}",
+        picked_orders(RF2_KEYS, loaded_max_key, n, seed, round_no, "rf2"),
+        f"MERGE INTO lineitem AS target {rf2}.l_orderkey WHEN MATCHED THEN DELETE",
+        f"MERGE INTO orders AS target {rf2}.o_orderkey WHEN MATCHED THEN DELETE",
+    ]
+    for statement in statements:
+        project.sql(statement)
+
+
+# measuring --------------------------------------------------------------------------------
+
+
+def refresh(project: Project, full: bool = False) -> Refresh:
+    reports, seconds = timed(lambda: project.refresh(full=full))
+    views = {
+        report.view.split(".")[-1]: ViewRun(report.seconds, report.action, report.strategy, report.rows_in, report.rows_out)
+        for report in reports
+    }
+    return Refresh(seconds, views)
+
+
+def equal_to_select(project: Project, name: str) -> bool:
+    """The view and its SELECT recomputed now hold the same rows, duplicates counted."""
+    select = select_of(name)
+    differences = scalar(
+        project,
+        f"SELECT count(*) FROM ((SELECT * FROM {quote(name)} EXCEPT ALL ({select})) "
+        f"UNION ALL (({select}) EXCEPT ALL SELECT * FROM {quote(name)})) AS diff",
+    )
+    return differences == 0
+
+
+def ctas(project: Project, queries: list[str]) -> dict[str, float]:
+    return {
+        name: timed(lambda: project.sql(f"CREATE OR REPLACE TABLE {quote('bench_ctas_' + name)} AS {select_of(name)}"))[1]
+        for name in queries
+    }
+
+
+def run_round(project: Project, queries: list[str], fraction: float, orders: int, loaded_max_key: int,
+              seed: int, round_no: int) -> Round:
+    n = max(1, round(fraction * orders))
+    _, dml = timed(lambda: refresh_functions(project, n, loaded_max_key, seed, round_no))
+    log(f"round {round_no}: RF1 + RF2 of {n} orders in {dml:.1f}s; incremental refresh")
+    incremental = refresh(project)
+    log(f"round {round_no}: incremental {incremental.seconds:.1f}s; comparing with the SELECTs")
+    equal, check = timed(lambda: {name: equal_to_select(project, name) for name in queries})
+    no_change = refresh(project)
+    log(f"round {round_no}: no-change refresh {no_change.seconds:.1f}s; full refresh")
+    full = refresh(project, full=True)
+    log(f"round {round_no}: full {full.seconds:.1f}s; CTAS")
+    per_view, ctas_total = timed(lambda: ctas(project, queries))
+    log(f"round {round_no}: CTAS {ctas_total:.1f}s")
+    return Round(fraction, n, dml, incremental, equal, check, no_change, full, ctas_total, per_view)
+
+
+def machine(project: Project) -> dict[str, object]:
+    return {
+        "cpus": os.cpu_count(),
+        "ram_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "spark": project.spark.version,
+        "delta": importlib.metadata.version("delta-spark"),
+        "duckdb": duckdb.__version__,
+        "load_average_start": os.getloadavg()[0],
+    }
+
+
+def benchmark(root: Path, args: argparse.Namespace) -> Run:
+    parquet, generated = tpch_parquet(args.sf)
+    project = create_project(root, args.queries)
+    log(f"project in {root}; starting Spark and migrating")
+    project.migrate()
+    info = machine(project)
+    _, loaded = timed(lambda: load(project, parquet))
+    rows = {table: scalar(project, f"SELECT count(*) FROM {quote(table)}") for table in TABLES}
+    log(f"loaded {rows} in {loaded:.1f}s; first refresh")
+    first = refresh(project)
+    log(f"first refresh {first.seconds:.1f}s")
+    loaded_max_key = scalar(project, "SELECT max(o_orderkey) FROM orders")
+    rounds = [
+        run_round(project, args.queries, fraction, rows["orders"], loaded_max_key, args.seed, round_no)
+        for round_no, fraction in enumerate(args.rounds, start=1)
+    ]
+    info["load_average_end"] = os.getloadavg()[0]
+    project.spark.stop()  # before the work dir goes: Spark holds the metastore in it
+    return Run(info, args.sf, args.seed, args.queries, rows, generated, loaded, first, rounds)
+
+
+# reporting --------------------------------------------------------------------------------
+
+
+def ratio(numerator: float, denominator: float) -> str:
+    return f"{numerator / denominator:.2f}x" if denominator else "-"
+
+
+def round_title(number: int, r: Round) -> str:
+    return f"Round {number}: {r.fraction:g} of orders ({r.orders} in by RF1, {r.orders} out by RF2)"
+
+
+def round_table(r: Round) -> tuple[list[str], list[list[str]]]:
+    headers = ["view", "incremental s", "strategy", "--full s", "CTAS s", "CTAS/incremental", "equal"]
+    rows = []
+    for name, view in r.incremental.views.items():
+        ctas_s = r.ctas[name]
+        rows.append([name, f"{view.seconds:.2f}", view.strategy, f"{r.full.views[name].seconds:.2f}",
+                     f"{ctas_s:.2f}", ratio(ctas_s, view.seconds), "yes" if r.equal[name] else "NO"])
+    return headers, rows
+
+
+def round_totals(r: Round) -> str:
+    unequal = [name for name, ok in r.equal.items() if not ok]
+    return (
+        f"total (wall): incremental {r.incremental.seconds:.1f}s, --full {r.full.seconds:.1f}s, CTAS {r.ctas_seconds:.1f}s; "
+        f"CTAS/incremental {ratio(r.ctas_seconds, r.incremental.seconds)}, full/incremental {ratio(r.full.seconds, r.incremental.seconds)}; "
+        f"no-change refresh {r.no_change.seconds:.2f}s; RF1+RF2 {r.dml_seconds:.1f}s; "
+        + (f"NOT EQUAL: {', '.join(unequal)}" if unequal else f"all {len(r.equal)} views equal their SELECT")
+    )
+
+
+def summary_table(run: Run) -> tuple[list[str], list[list[str]]]:
+    headers = ["round", "fraction", "orders in/out", "RF1+RF2 s", "incremental s", "no-change s", "--full s",
+               "CTAS s", "CTAS/incremental", "full/incremental", "equal"]
+    rows = [
+        [str(number), f"{r.fraction:g}", str(r.orders), f"{r.dml_seconds:.1f}", f"{r.incremental.seconds:.1f}",
+         f"{r.no_change.seconds:.2f}", f"{r.full.seconds:.1f}", f"{r.ctas_seconds:.1f}",
+         ratio(r.ctas_seconds, r.incremental.seconds), ratio(r.full.seconds, r.incremental.seconds),
+         f"{sum(r.equal.values())}/{len(r.equal)}"]
+        for number, r in enumerate(run.rounds, start=1)
+    ]
+    return headers, rows
+
+
+def preamble(run: Run) -> list[str]:
+    m = run.machine
+    generated = "cached" if run.generate_seconds is None else f"generated in {run.generate_seconds:.1f}s"
+    return [
+        f"SF {run.sf:g} ({run.rows['orders']} orders, {run.rows['lineitem']} lineitems; Parquet {generated}), "
+        f"{len(run.queries)} queries, seed {run.seed}",
+        f"machine: {m['cpus']} CPUs, {m['ram_gib']} GiB RAM, {m['platform']}; Python {m['python']}, "
+        f"Spark {m['spark']}, Delta {m['delta']}, DuckDB {m['duckdb']}; "
+        f"load average {m['load_average_start']:.2f} at start, {m['load_average_end']:.2f} at end",
+        f"load (8 INSERTs from Parquet): {run.load_seconds:.1f}s; "
+        f"first refresh (creates the {len(run.queries)} views): {run.first_refresh.seconds:.1f}s",
+    ]
+
+
+def print_report(run: Run) -> None:
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=250)  # plain text: no wrapping at 80 columns
+
+    def show(title: str, headers: list[str], rows: list[list[str]]) -> None:
+        table = Table(title=title, title_justify="left", box=box.HEAVY_HEAD if console.is_terminal else None,
+                      pad_edge=console.is_terminal)
+        for header in headers:
+            table.add_column(header, justify="left" if header in ("view", "strategy") else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+
+    for line in preamble(run):
+        console.print(line, highlight=False)
+    for number, r in enumerate(run.rounds, start=1):
+        console.print()
+        show(round_title(number, r), *round_table(r))
+        console.print(round_totals(r), highlight=False)
+    console.print()
+    show("All rounds", *summary_table(run))
+
+
+def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + ["| " + " | ".join(row) + " |" for row in rows]
+
+
+def markdown(run: Run) -> str:
+    lines = ["# TPC-H: ivm incremental refresh vs `refresh --full` vs CTAS", ""]
+    lines += [f"- {line}" for line in preamble(run)]
+    lines += ["", "## All rounds", "", *markdown_table(*summary_table(run))]
+    for number, r in enumerate(run.rounds, start=1):
+        lines += ["", f"## {round_title(number, r)}", "", *markdown_table(*round_table(r)), "", round_totals(r)]
+    return "\n".join(lines) + "\n"
+
+
+# command line -----------------------------------------------------------------------------
+
+
+def fractions(text: str) -> list[float]:
+    values = [float(part) for part in text.split(",")]
+    if not all(0 < value <= 1 for value in values):
+        raise argparse.ArgumentTypeError("each round is a fraction of orders in (0, 1]")
+    return values
+
+
+def query_names(text: str) -> list[str]:
+    names = [part.strip().lower() for part in text.split(",") if part.strip()]
+    unknown = sorted(set(names) - set(QUERIES))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; the queries are q01 .. q22")
+    return names
+
+
+@contextlib.contextmanager
+def workdir(path: Path | None) -> Iterator[Path]:
+    """``path`` (kept), or a temporary folder removed afterwards."""
+    if path is None:
+        with tempfile.TemporaryDirectory(prefix="ivm-tpch-") as folder:
+            yield Path(folder)
+        return
+    if path.exists() and any(path.iterdir()):
+        raise SystemExit(f"--workdir {path} is not empty; the benchmark creates its project there")
+    yield path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
+    parser.add_argument("--rounds", type=fractions, default=fractions("0.001,0.01,0.1,0.2"),
+                        help="per round, the fraction of orders RF1 inserts and RF2 deletes (default 0.001,0.01,0.1,0.2)")
+    parser.add_argument("--queries", type=query_names, default=QUERIES, help="a subset, e.g. q01,q03 (default all 22)")
+    parser.add_argument("--workdir", type=Path, help="create the project here and keep it (default: a temporary folder)")
+    parser.add_argument("--json", type=Path, help="write every measurement to this JSON file")
+    parser.add_argument("--markdown", type=Path, help="write a Markdown summary to this file")
+    parser.add_argument("--seed", type=int, default=2024, help="seed of the hashes that pick the orders of RF1 and RF2")
+    args = parser.parse_args()
+    with workdir(args.workdir) as root:
+        run = benchmark(root, args)
+    print_report(run)
+    if args.json:
+        args.json.write_text(json.dumps(dataclasses.asdict(run), indent=2) + "\n")
+    if args.markdown:
+        args.markdown.write_text(markdown(run))
+
+
+if __name__ == "__main__":
+    main()
