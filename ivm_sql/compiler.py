@@ -19,7 +19,7 @@ from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import materialize
+from ivm_sql.physical import layout, materialize
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
 from ivm_sql.viewdefs import ViewDef
@@ -77,15 +77,13 @@ def rows_query(output: Scan) -> exp.Select:
 
 
 def create_table(stage: Stage, query: exp.Query, fingerprint: str) -> exp.Create:
-    """CREATE OR REPLACE TABLE for a stage: Delta, change data feed on, plan fingerprint.
-
-    Deletion vectors let a MERGE mark the rows it changes instead of rewriting whole files,
-    so its cost follows the change rather than the table."""
-    statement = sqlglot.parse_one(
-        "CREATE OR REPLACE TABLE t USING DELTA TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', "
-        "'delta.enableDeletionVectors' = 'true') AS SELECT 1",
-        read=DIALECT,
-    )
+    """CREATE OR REPLACE TABLE for a stage: Delta, laid out as ``physical.layout`` says,
+    with its plan fingerprint."""
+    statement = sqlglot.parse_one("CREATE OR REPLACE TABLE t USING DELTA AS SELECT 1", read=DIALECT)
+    statement.set("properties", exp.Properties(expressions=[
+        exp.FileFormatProperty(this=exp.var("DELTA")),
+        *(exp.Property(this=lit(key), value=lit(value)) for key, value in layout.TABLE_PROPERTIES.items()),
+    ]))
     statement.args["properties"].append(
         "expressions", exp.Property(this=lit("ivm.plan"), value=lit(fingerprint))
     )
@@ -316,6 +314,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         "-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;",
         "-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.",
         f"-- each refresh: {materialize.describe()};",
+        f"-- layout: {layout.describe()};",
         f"-- each incremental stage: {cost.describe()}.",
     ]
     for number, stage in enumerate(plan.stages, 1):

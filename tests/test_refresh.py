@@ -319,3 +319,23 @@ def test_change_that_consolidates_to_nothing_skips_the_merge(spark, tmp_project:
         assert last[4] == "SET TBLPROPERTIES", (plan.table, last)  # a record-only commit, no MERGE
     assert {r.action for r in project.refresh()} == {"unchanged"}
     assert_correct(project, [shipped, totals])
+
+
+def test_stage_table_gets_deletion_vectors_only_when_its_load_is_large(spark, tmp_project: MakeProject, monkeypatch) -> None:
+    """Small stage tables MERGE faster without deletion vectors; a large one gets them after
+    its first load (the threshold is lowered here to the seeded rows)."""
+    from ivm_sql.physical import layout
+
+    monkeypatch.setattr(layout, "LARGE_TABLE", 3)
+    specs = [LINES, COUNTRIES]
+    project = open_project(spark, tmp_project, specs)
+    project.refresh()
+    enabled = {
+        plan.view.name: dict(project.sql(f"SHOW TBLPROPERTIES {plan.table}").rows).get("delta.enableDeletionVectors")
+        for plan in project.plans()
+    }
+    assert enabled == {"lines": "true", "countries": "false"}  # 5 joined rows, 3 countries
+    project.sql("UPDATE orders SET qty = 9 WHERE id = 5")
+    project.sql("DELETE FROM customers WHERE id = 2")
+    assert {r.action for r in project.refresh()} == {"incremental"}
+    assert_correct(project, specs)

@@ -182,6 +182,14 @@ def require_change_feed(spark, table: str) -> None:
         )
 
 
+def set_properties(spark, table: str, properties: dict[str, str]) -> None:
+    """ALTER TABLE ... SET TBLPROPERTIES: a commit that changes no row."""
+    statement = exp.AlterSet(expressions=[exp.Properties(expressions=[
+        exp.Property(this=exp.Literal.string(key), value=exp.Literal.string(value)) for key, value in properties.items()
+    ])])
+    spark.sql(_sql(exp.Alter(this=table_node(table), kind="TABLE", actions=[statement])))
+
+
 def record_only(spark, table: str) -> None:
-    """A commit that changes no row, to carry a new record (SET TBLPROPERTIES)."""
-    spark.sql(f"ALTER TABLE {_sql(table_node(table))} SET TBLPROPERTIES ('ivm.recorded' = 'true')")
+    """A commit that changes no row, to carry a new record."""
+    set_properties(spark, table, {"ivm.recorded": "true"})

@@ -23,6 +23,7 @@ from ivm_sql.compiler import ViewPlan, create_table
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.versions import Pins, Versions
+from ivm_sql.physical import layout
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.physical.materialize import materialized
 from ivm_sql.runtime import delta_log
@@ -111,6 +112,9 @@ class Refresher:
             if reason is not None:
                 initial = stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources})
                 self._run(lambda: self.spark.sql(to_sql(create_table(stage, initial, fingerprint), pretty=False)), stage.table)
+                loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
+                if layout.properties_after_load(loaded):
+                    self._run(lambda: delta_log.set_properties(self.spark, stage.table, layout.properties_after_load(loaded)), stage.table)
             else:
                 self._apply_change(stage, pins)
             if self.log.latest_version(stage.table) == before:

@@ -3,6 +3,7 @@
 -- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
 -- each refresh: the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
+-- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows;
 -- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows.
 
 -- stage 1/1: shop.__ivm_categories_sold [distinct] incremental: per-row counts, a row appears or disappears when its count crosses zero
@@ -11,7 +12,7 @@ CREATE OR REPLACE TABLE `shop`.`__ivm_categories_sold`
 USING DELTA
 TBLPROPERTIES (
   'delta.enableChangeDataFeed'='true',
-  'delta.enableDeletionVectors'='true',
+  'delta.enableDeletionVectors'='false',
   'ivm.plan'='9309f887f83cc517'
 ) AS
 SELECT
