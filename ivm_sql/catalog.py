@@ -26,27 +26,40 @@ class Catalog(Protocol):
     def columns(self, table: str) -> Schema | None:
         """Columns of ``db.table``, or None if there is no such table."""
 
-    def output_schema(self, sql: str) -> Schema:
-        """Names and types of the columns ``sql`` (a SELECT) returns; QueryError if invalid."""
+    def output_schema(self, sql: str, inputs: Mapping[str, Schema]) -> Schema:
+        """Names and types of the columns ``sql`` (a SELECT) returns; QueryError if invalid.
+        ``inputs`` are the columns of the tables it reads."""
 
 
 class SparkCatalog:
-    def __init__(self, spark):
+    """Asks Spark. Each table's columns are looked up once per catalog (one compile of all
+    views); a query's schema is remembered in ``schemas`` across compiles, keyed by the query
+    and the columns of the tables it reads, since analyzing it is most of a compile's time."""
+
+    def __init__(self, spark, schemas: dict | None = None):
         self.spark = spark
+        self._columns: dict[str, Schema | None] = {}
+        self._schemas = schemas if schemas is not None else {}
 
     def columns(self, table: str) -> Schema | None:
-        if not self.spark.catalog.tableExists(table):
-            return None
-        return [(f.name.lower(), f.dataType.simpleString()) for f in self.spark.table(table).schema.fields]
+        if table not in self._columns:
+            exists = self.spark.catalog.tableExists(table)
+            self._columns[table] = (
+                [(f.name.lower(), f.dataType.simpleString()) for f in self.spark.table(table).schema.fields] if exists else None
+            )
+        return self._columns[table]
 
-    def output_schema(self, sql: str) -> Schema:
+    def output_schema(self, sql: str, inputs: Mapping[str, Schema]) -> Schema:
         from pyspark.errors import PySparkException
 
-        try:
-            fields = self.spark.sql(sql).schema.fields
-        except PySparkException as error:
-            raise QueryError(first_line(error)) from None
-        return [(f.name.lower(), f.dataType.simpleString()) for f in fields]
+        key = (sql, tuple(sorted((name, tuple(columns)) for name, columns in inputs.items())))
+        if key not in self._schemas:
+            try:
+                fields = self.spark.sql(sql).schema.fields
+            except PySparkException as error:
+                raise QueryError(first_line(error)) from None
+            self._schemas[key] = [(f.name.lower(), f.dataType.simpleString()) for f in fields]
+        return list(self._schemas[key])
 
 
 class StaticCatalog:
@@ -56,7 +69,7 @@ class StaticCatalog:
     def columns(self, table: str) -> Schema | None:
         return self.tables.get(table.lower())
 
-    def output_schema(self, sql: str) -> Schema:
+    def output_schema(self, sql: str, inputs: Mapping[str, Schema] | None = None) -> Schema:
         nested: dict = {}
         for name, schema in self.tables.items():
             db, table = name.split(".")

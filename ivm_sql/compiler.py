@@ -160,7 +160,7 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
             )
         schemas[full] = columns
     qualified = _qualify(view, schemas, database)
-    schema = _output_schema(view, catalog, database, plans)
+    schema = _output_schema(view, catalog, database, plans, schemas)
 
     def resolve(node: exp.Table) -> Scan:
         db = node.db.lower() if node.db else database
@@ -235,10 +235,10 @@ def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Qu
         ) from None
 
 
-def _output_schema(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan]) -> Schema:
+def _output_schema(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan], inputs: dict[str, Schema]) -> Schema:
     """The view's columns as Spark's own SELECT names and types them (views inlined)."""
     try:
-        schema = catalog.output_schema(to_sql(inline_views(view, database, plans), pretty=False))
+        schema = catalog.output_schema(to_sql(inline_views(view, database, plans), pretty=False), inputs)
     except QueryError as error:
         raise SqlError(f"{error} (in view {view.name})", location=view.location) from None
     if view.column_names is not None:

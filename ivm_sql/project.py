@@ -53,6 +53,7 @@ class Project:
         self.config = config
         self.verbose = verbose
         self._spark = spark
+        self._schemas: dict = {}  # query schemas analyzed by Spark, kept across compiles
 
     @classmethod
     def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> "Project":
@@ -93,7 +94,7 @@ class Project:
     def plans(self, names: Iterable[str] | None = None) -> list[ViewPlan]:
         """Plans in dependency order: the named views and every view they read (all if None)."""
         self._use_database()
-        plans = compile_views(self.views(), SparkCatalog(self.spark), self.database)
+        plans = compile_views(self.views(), SparkCatalog(self.spark, self._schemas), self.database)
         if names is None:
             return plans
         by_name = {p.view.name: p for p in plans}

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from sqlglot import exp
 
 from ivm_sql.errors import RefreshError
@@ -85,6 +87,16 @@ class DeltaLog:
             location = session.sessionState().catalog().getTableMetadata(identifier).location()
             self._dirs[table] = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(location), "_delta_log")
         return self._dirs[table]
+
+    def exists(self, table: str) -> bool:
+        """Whether the catalog knows the table (one lookup, which also finds its log)."""
+        try:
+            self._log_dir(table)
+        except (PySparkException, Py4JJavaError) as error:
+            if "TABLE_OR_VIEW_NOT_FOUND" in str(error) or "NoSuchTableException" in str(error):
+                return False
+            raise
+        return True
 
     def _fs(self, path):
         return path.getFileSystem(self.spark._jsc.hadoopConfiguration())

@@ -88,7 +88,7 @@ class Refresher:
         return report
 
     def refresh_stage(self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]) -> tuple[str, str]:
-        exists = self.spark.catalog.tableExists(stage.table)
+        exists = self._run(lambda: self.log.exists(stage.table), stage.table)
         latest, record = self.log.last_record(stage.table) if exists else (None, {})
         recorded: dict[str, int] = record.get("sources", {})
         reason = self._recompute_reason(stage, fingerprint, exists, record)
