@@ -20,6 +20,7 @@ from sqlglot import exp
 
 from ivm_sql.catalog import first_line
 from ivm_sql.compiler import ViewPlan, create_table
+from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.versions import Pins, Versions
@@ -50,7 +51,7 @@ class ViewReport:
 class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
-    def __init__(self, spark, full: bool = False, cost: CostModel = CostModel(recompute_above=None)):
+    def __init__(self, spark, full: bool = False, cost: CostModel = CostModel.from_settings(RefreshSettings())):
         self.spark = spark
         self.full = full
         self.cost = cost
@@ -100,9 +101,11 @@ class Refresher:
             return "unchanged", ""
         if reason is None:
             pins = self._pins(stage, recorded)
-            reason = self._history_reason(pins, recorded, report, own_tables)
+            changed = self._changed_rows(pins)
+            report.rows_in += sum(rows for table, rows in changed.items() if table not in own_tables)
+            reason = self._history_reason(pins)
         if reason is None:
-            reason = self.cost.recompute_reason(self._changed_rows(pins), lambda table: self._rows(table, self.current[table]))
+            reason = self.cost.recompute_reason(changed, lambda table: self._rows(table, self.current[table]))
         if reason is not None:
             self._enable_change_feeds(stage)
         base = self._base_versions(stage)
@@ -113,8 +116,9 @@ class Refresher:
                 initial = stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources})
                 self._run(lambda: self.spark.sql(to_sql(create_table(stage, initial, fingerprint), pretty=False)), stage.table)
                 loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
-                if layout.properties_after_load(loaded):
-                    self._run(lambda: delta_log.set_properties(self.spark, stage.table, layout.properties_after_load(loaded)), stage.table)
+                properties = layout.properties_after_load(loaded)
+                if properties:
+                    self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
             else:
                 self._apply_change(stage, pins)
             if self.log.latest_version(stage.table) == before:
@@ -156,12 +160,16 @@ class Refresher:
             pins[table] = Versions.at(old, new)
         return pins
 
+    @staticmethod
+    def _changed_ranges(pins: Pins) -> list[tuple[str, tuple[int, int]]]:
+        """(table, (old, new)) for each source with commits to read."""
+        return [(t, (int(v.old.this), int(v.new.this))) for t, v in pins.items() if v.changed]
+
     def _changed_rows(self, pins: Pins) -> dict[str, int]:
         """Rows changed per input since the stage's versions, from Delta's commit metrics."""
-        changed = {}
-        for table, versions in pins.items():
-            old, new = int(versions.old.this), int(versions.new.this)
-            changed[table] = sum(c.rows_changed for c in self.log.commits_between(table, old, new)) if versions.changed else 0
+        changed = dict.fromkeys(pins, 0)
+        for table, (old, new) in self._changed_ranges(pins):
+            changed[table] = sum(c.rows_changed for c in self.log.commits_between(table, old, new))
         return changed
 
     def _rows(self, table: str, version: int) -> int:
@@ -197,18 +205,14 @@ class Refresher:
                 return f"{table} was dropped and created again"
         return None
 
-    def _history_reason(self, pins, recorded: dict[str, int], report: ViewReport, own_tables: set[str]) -> str | None:
-        """Counts the changed source rows; a commit the change feed cannot describe forces a recompute."""
-        for table, versions in pins.items():
-            if not versions.changed:
-                continue
-            for commit in self.log.commits_between(table, recorded[table], self.current[table]):
+    def _history_reason(self, pins: Pins) -> str | None:
+        """A commit the change data feed cannot describe forces a recompute."""
+        for table, (old, new) in self._changed_ranges(pins):
+            for commit in self.log.commits_between(table, old, new):
                 if commit.operation not in delta_log.INCREMENTAL_OPERATIONS or (
                     commit.operation.endswith("TBLPROPERTIES") and commit.record is None
                 ):  # a property change by someone else may have paused the change data feed
                     return f"{table} had a {commit.operation} at version {commit.version}"
-                if table not in own_tables:
-                    report.rows_in += commit.rows_changed
         return None
 
     def _base_versions(self, stage: Stage) -> dict[str, int]:
