@@ -166,13 +166,13 @@ def tpch_parquet(sf: float) -> tuple[Path, float | None]:
     return folder, time.perf_counter() - started
 
 
-def create_project(root: Path, queries: list[str]) -> Project:
+def create_project(root: Path, queries: list[str], conf: dict[str, str]) -> Project:
     (root / "migrations").mkdir(parents=True)
     (root / "views").mkdir()
     shutil.copy(TPCH / "schema.sql", root / "migrations" / "0001_tpch.sql")
     for name in queries:
         shutil.copy(TPCH / "queries" / f"{name}.sql", root / "views" / f"{name}.sql")
-    config = {"database": DATABASE, "spark": {"conf": {"spark.driver.memory": "6g"}}}
+    config = {"database": DATABASE, "spark": {"conf": {"spark.driver.memory": "6g", **conf}}}
     (root / "ivm.yaml").write_text(yaml.safe_dump(config))
     return Project.open(root)
 
@@ -290,7 +290,7 @@ def machine(project: Project) -> dict[str, object]:
 
 def benchmark(root: Path, args: argparse.Namespace) -> Run:
     parquet, generated = tpch_parquet(args.sf)
-    project = create_project(root, args.queries)
+    project = create_project(root, args.queries, dict(args.conf))
     log(f"project in {root}; starting Spark and migrating")
     project.migrate()
     info = machine(project)
@@ -434,6 +434,13 @@ def workdir(path: Path | None) -> Iterator[Path]:
     yield path
 
 
+def spark_setting(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
@@ -443,6 +450,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, help="create the project here and keep it (default: a temporary folder)")
     parser.add_argument("--json", type=Path, help="write every measurement to this JSON file")
     parser.add_argument("--markdown", type=Path, help="write a Markdown summary to this file")
+    parser.add_argument("--conf", action="append", type=spark_setting, default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the project's ivm.yaml (repeatable)")
     parser.add_argument("--seed", type=int, default=2024, help="seed of the hashes that pick the orders of RF1 and RF2")
     args = parser.parse_args()
     with workdir(args.workdir) as root:

@@ -79,6 +79,7 @@ class DeltaLog:
         self._dirs: dict[str, object] = {}
         self._ids: dict[str, str | None] = {}
         self._commits: dict[tuple[str, int], Commit] = {}  # a commit file never changes
+        self._sizes: dict[tuple[str, int], int | None] = {}  # nor does a checksum file
 
     def _log_dir(self, table: str):
         if table not in self._dirs:
@@ -123,15 +124,31 @@ class DeltaLog:
         path = self.spark._jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.json")
         return bool(self._fs(path).exists(path))
 
-    def _actions(self, table: str, version: int) -> dict:
-        """The actions of one commit file, by kind (commitInfo, metaData, ...)."""
-        jvm = self.spark._jvm
-        path = jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.json")
-        stream = self._fs(path).open(path)
+    def size_bytes(self, table: str, version: int) -> int | None:
+        """The table's size at a version, from the checksum file Delta writes beside each
+        commit (None when there is none: a writer may skip it)."""
+        if (table, version) not in self._sizes:
+            path = self.spark._jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.crc")
+            fs = self._fs(path)
+            try:
+                checksum = json.loads(self._read(fs, path)) if fs.exists(path) else {}
+            except ValueError:
+                checksum = {}
+            size = checksum.get("tableSizeBytes")
+            self._sizes[(table, version)] = size if isinstance(size, int) else None
+        return self._sizes[(table, version)]
+
+    def _read(self, fs, path) -> str:
+        stream = fs.open(path)
         try:
-            text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            return self.spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
         finally:
             stream.close()
+
+    def _actions(self, table: str, version: int) -> dict:
+        """The actions of one commit file, by kind (commitInfo, metaData, ...)."""
+        path = self.spark._jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.json")
+        text = self._read(self._fs(path), path)
         actions: dict = {}
         for line in text.splitlines():
             for kind, value in (json.loads(line) if line.strip() else {}).items():

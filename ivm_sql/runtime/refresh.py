@@ -24,8 +24,8 @@ from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import layout
-from ivm_sql.physical.cost import CostModel
+from ivm_sql.physical import execution, layout
+from ivm_sql.physical.cost import SMALL_CHANGE, CostModel
 from ivm_sql.physical.materialize import materialized
 from ivm_sql.runtime import delta_log
 from ivm_sql.sqlbuild import lit, table_at, to_sql
@@ -114,13 +114,14 @@ class Refresher:
         with delta_log.commit_record(self.spark, new_record):
             if reason is not None:
                 initial = stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources})
-                self._run(lambda: self.spark.sql(to_sql(create_table(stage, initial, fingerprint), pretty=False)), stage.table)
+                with execution.for_small_data(self.spark, enabled=self._is_small(initial, small_change=False)):
+                    self._run(lambda: self.spark.sql(to_sql(create_table(stage, initial, fingerprint), pretty=False)), stage.table)
                 loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
                 properties = layout.properties_after_load(loaded)
                 if properties:
                     self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
             else:
-                self._apply_change(stage, pins)
+                self._apply_change(stage, pins, small_change=sum(changed.values()) <= SMALL_CHANGE)
             if self.log.latest_version(stage.table) == before:
                 # The change consolidated to nothing and Delta committed nothing: record the
                 # new versions anyway, or every later refresh would read them again.
@@ -136,13 +137,15 @@ class Refresher:
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
 
-    def _apply_change(self, stage: Stage, pins: Pins) -> None:
+    def _apply_change(self, stage: Stage, pins: Pins, small_change: bool) -> None:
         """One MERGE of the stage's change, computed once; nothing when it is empty."""
         change = stage.change_query(pins)
         if change is None:
             return
+        own = (stage.table, self.log.latest_version(stage.table))
+        small = self._is_small(change, small_change, also=[own])
         try:
-            with materialized(self.spark, change) as staged:
+            with execution.for_small_data(self.spark, enabled=small), materialized(self.spark, change) as staged:
                 if staged.rows:
                     self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
         except (PySparkException, Py4JJavaError) as error:
@@ -171,6 +174,16 @@ class Refresher:
         for table, (old, new) in self._changed_ranges(pins):
             changed[table] = sum(c.rows_changed for c in self.log.commits_between(table, old, new))
         return changed
+
+    def _is_small(self, query: exp.Query, small_change: bool, also: list[tuple[str, int]] = ()) -> bool:
+        """Whether the Delta data a statement reads is small enough for small-data execution:
+        the table versions ``query`` scans, the tables in ``also``, and its change data
+        feed reads, which count as small when the stage's change is."""
+        reads = execution.table_reads(query)
+        if reads.change_feed and not small_change:
+            return False
+        sizes = [self._run(lambda: self.log.size_bytes(t, v), t) for t, v in [*reads.versions, *also]]
+        return execution.is_small(sizes)
 
     def _rows(self, table: str, version: int) -> int:
         """Rows of a table at a version (Delta answers COUNT(*) from its file statistics)."""

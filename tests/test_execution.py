@@ -1,0 +1,64 @@
+"""Small-data execution: the sizes it is decided from, and the settings it leaves behind.
+
+That both ways give the same view is the differential oracle's job: it refreshes its views
+interpreted in some rounds and compiled in others (tests/oracle.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import sqlglot
+
+from ivm_sql.physical.execution import SMALL_DATA, SMALL_DATA_SETTINGS, Reads, for_small_data, is_small, table_reads
+from ivm_sql.runtime.delta_log import DeltaLog
+
+
+def test_small_only_when_every_size_is_known_and_the_sum_is_under_the_limit() -> None:
+    assert is_small([1_000, 2_000])
+    assert not is_small([SMALL_DATA // 2, SMALL_DATA // 2])
+    assert not is_small([1_000, None])  # unknown: compiled, as Spark would by default
+    assert is_small([])  # a stage that reads no table
+
+
+def test_reads_are_the_versions_scanned_whole_and_the_change_feeds() -> None:
+    query = sqlglot.parse_one(
+        "SELECT * FROM table_changes('db.orders', 4, 6) AS d JOIN db.customers VERSION AS OF 3 AS c ON d.c = c.id"
+        " UNION ALL SELECT * FROM db.orders VERSION AS OF 3 JOIN db.customers VERSION AS OF 3 ON true",
+        read="spark",
+    )
+    assert table_reads(query) == Reads([("db.customers", 3), ("db.orders", 3)], change_feed=True)
+    assert table_reads(sqlglot.parse_one("SELECT 1 FROM db.t VERSION AS OF 0", read="spark")) == Reads([("db.t", 0)], False)
+
+
+def test_small_data_settings_hold_inside_and_the_sessions_own_come_back(spark) -> None:
+    spark.conf.set("spark.sql.codegen.wholeStage", "true")  # as a user's ivm.yaml might
+    spark.conf.unset("spark.sql.codegen.factoryMode")
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        with for_small_data(spark):
+            assert {key: spark.conf.get(key) for key in SMALL_DATA_SETTINGS} == SMALL_DATA_SETTINGS
+            assert spark.sql("SELECT sum(id * 2) FROM range(10)").first()[0] == 90
+        assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+        assert spark.conf.get("spark.sql.codegen.factoryMode", None) is None
+        assert spark.conf.get("spark.sql.shuffle.partitions") == partitions
+        with for_small_data(spark, enabled=False):
+            assert spark.conf.get("spark.sql.codegen.factoryMode", None) is None
+    finally:
+        spark.conf.unset("spark.sql.codegen.wholeStage")
+
+
+def test_table_size_comes_from_the_commits_checksum_file(spark, tmp_path) -> None:
+    table = f"default.sizes_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE {table} (id INT, name STRING) USING DELTA LOCATION '{tmp_path / 't'}'")
+    spark.sql(f"INSERT INTO {table} SELECT id, repeat('x', id) FROM range(100) AS r(id)")
+    try:
+        log = DeltaLog(spark)
+        expected = spark.sql(f"DESCRIBE DETAIL {table}").first().sizeInBytes
+        assert log.size_bytes(table, 1) == expected > 0
+        assert log.size_bytes(table, 0) == 0  # created empty
+        (tmp_path / "t" / "_delta_log" / f"{1:020d}.crc").unlink()
+        assert DeltaLog(spark).size_bytes(table, 1) is None  # no checksum: size unknown
+    finally:
+        spark.sql(f"DROP TABLE {table}")
+
