@@ -9,7 +9,7 @@ runs interpreted: Spark evaluates the same plan's expressions without generating
 is how it runs any expression it cannot compile, with the same results. Two more settings
 cut fixed cost on small data: no adaptive re-planning between a plan's stages, and one
 shuffle partition instead of several near-empty ones. Over five warm refreshes of the demo
-these took a round from 7.5 s to 5.0 s (interpretation alone: to 5.4 s).
+these took the mean round from 8.9 s to 5.4 s (interpretation alone: to 6.4 s).
 
 What a statement reads: the table versions its query scans whole (``t VERSION AS OF n``),
 the table a MERGE writes into, and the change data feeds it reads, which are small when the
