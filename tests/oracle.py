@@ -377,7 +377,9 @@ def check_round(project: Project, specs: list[ViewSpec], label: str, verify: boo
 
 def compiled(enabled: bool) -> contextlib.AbstractContextManager:
     """Inside, every stage runs compiled (no table counts as small), when ``enabled``."""
-    return mock.patch.object(execution, "SMALL_DATA", 0) if enabled else contextlib.nullcontext()
+    if not enabled:
+        return contextlib.nullcontext()
+    return mock.patch.multiple(execution, SMALL_DATA=0, SMALL_RECOMPUTE=0)
 
 
 def run_oracle(spark, tmp_project: MakeProject, files: dict[str, list[ViewSpec]], seed: int, rounds: int) -> None:

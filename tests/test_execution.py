@@ -10,7 +10,14 @@ import uuid
 
 import sqlglot
 
-from ivm_sql.physical.execution import SMALL_DATA, SMALL_DATA_SETTINGS, Reads, for_small_data, is_small, table_reads
+from ivm_sql.physical.execution import (
+    SMALL_DATA,
+    SMALL_DATA_SETTINGS,
+    SMALL_RECOMPUTE,
+    for_small_data,
+    is_small,
+    scanned_versions,
+)
 from ivm_sql.runtime.delta_log import DeltaLog
 
 
@@ -21,14 +28,19 @@ def test_small_only_when_every_size_is_known_and_the_sum_is_under_the_limit() ->
     assert is_small([])  # a stage that reads no table
 
 
-def test_reads_are_the_versions_scanned_whole_and_the_change_feeds() -> None:
+def test_scanned_versions_are_the_whole_table_reads_not_the_change_feeds() -> None:
     query = sqlglot.parse_one(
         "SELECT * FROM table_changes('db.orders', 4, 6) AS d JOIN db.customers VERSION AS OF 3 AS c ON d.c = c.id"
         " UNION ALL SELECT * FROM db.orders VERSION AS OF 3 JOIN db.customers VERSION AS OF 3 ON true",
         read="spark",
     )
-    assert table_reads(query) == Reads([("db.customers", 3), ("db.orders", 3)], change_feed=True)
-    assert table_reads(sqlglot.parse_one("SELECT 1 FROM db.t VERSION AS OF 0", read="spark")) == Reads([("db.t", 0)], False)
+    assert scanned_versions(query) == [("db.customers", 3), ("db.orders", 3)]
+
+
+def test_a_recompute_has_a_lower_limit_than_a_change() -> None:
+    size = (SMALL_RECOMPUTE + SMALL_DATA) // 2
+    assert is_small([size]) and not is_small([size], recompute=True)
+    assert is_small([SMALL_RECOMPUTE - 1], recompute=True)
 
 
 def test_small_data_settings_hold_inside_and_the_sessions_own_come_back(spark) -> None:

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-
 from sqlglot import exp
 
-# Below this many bytes of Delta tables read, a statement runs with SMALL_DATA_SETTINGS.
-# Measured on TPC-H SF 0.1 (docs/performance.md): at 32 MiB a 0.1% refresh round took 86 s
-# against 118 s all compiled; at 4 MiB, 116 s, because most stages join a 5-19 MB table.
-# Interpreted evaluation costs more per row, so some statements near the limit got slower
-# (Q13 over its 5 MB of orders, a recompute of Q1 over 19 MB of lineitem).
+# Below this many bytes of Delta tables read, a statement that applies a change runs with
+# SMALL_DATA_SETTINGS. Measured on TPC-H SF 0.1 (docs/performance.md): at 32 MiB a 0.1%
+# refresh round took 86 s against 118 s all compiled; at 4 MiB, 116 s, because most stages
+# join a 5-19 MB table, which a change reads only as the other side of a join.
 SMALL_DATA = 32 * 2**20
+# The same for a recompute, which processes every row it reads, so that interpretation's
+# higher cost per row shows sooner: recomputes of Q1 (19 MB of lineitem) and Q13 (5 MB of
+# orders) took twice as long interpreted as compiled.
+SMALL_RECOMPUTE = 4 * 2**20
 
 SMALL_DATA_SETTINGS = {
     # interpreted: no whole-stage code, and expressions evaluated directly instead of
@@ -45,30 +46,22 @@ SMALL_DATA_SETTINGS = {
 }
 
 
-@dataclass(frozen=True)
-class Reads:
-    """What a query reads from Delta: table versions it scans whole, and whether it also
-    reads a change data feed."""
-
-    versions: list[tuple[str, int]]
-    change_feed: bool
-
-
-def table_reads(query: exp.Expression) -> Reads:
-    """The ``t VERSION AS OF n`` scans and ``table_changes`` reads in a refresh query."""
-    versions = [
+def scanned_versions(query: exp.Expression) -> list[tuple[str, int]]:
+    """The table versions a refresh query scans whole (``t VERSION AS OF n``); its change
+    data feed reads (``table_changes``) are not among them."""
+    return sorted({
         (".".join(part.name for part in node.parts), int(node.args["version"].expression.name))
         for node in query.find_all(exp.Table)
         if node.args.get("version") is not None
-    ]
-    change_feed = any(f.name.lower() == "table_changes" for f in query.find_all(exp.Anonymous))
-    return Reads(sorted(set(versions)), change_feed)
+    })
 
 
-def is_small(table_bytes: Iterable[int | None]) -> bool:
-    """Whether tables of these sizes (None: unknown) are small enough for SMALL_DATA_SETTINGS."""
+def is_small(table_bytes: Iterable[int | None], recompute: bool = False) -> bool:
+    """Whether tables of these sizes (None: unknown) are small enough for SMALL_DATA_SETTINGS,
+    read by a change, or by a recompute."""
     sizes = list(table_bytes)
-    return all(size is not None for size in sizes) and sum(sizes) < SMALL_DATA
+    limit = SMALL_RECOMPUTE if recompute else SMALL_DATA
+    return all(size is not None for size in sizes) and sum(sizes) < limit
 
 
 @contextmanager
@@ -93,6 +86,7 @@ def for_small_data(spark, enabled: bool = True) -> Iterator[None]:
 
 def describe() -> str:
     return (
-        f"a statement that reads under {SMALL_DATA // 2**20} MiB of Delta data (and a small change) "
+        f"a change that reads under {SMALL_DATA // 2**20} MiB of Delta data (and is small itself), "
+        f"or a recompute that reads under {SMALL_RECOMPUTE // 2**20} MiB, "
         "runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition"
     )

@@ -114,7 +114,7 @@ class Refresher:
         with delta_log.commit_record(self.spark, new_record):
             if reason is not None:
                 initial = stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources})
-                with execution.for_small_data(self.spark, enabled=self._is_small(initial, small_change=False)):
+                with execution.for_small_data(self.spark, enabled=self._is_small(initial, recompute=True)):
                     self._run(lambda: self.spark.sql(to_sql(create_table(stage, initial, fingerprint), pretty=False)), stage.table)
                 loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
                 properties = layout.properties_after_load(loaded)
@@ -143,7 +143,7 @@ class Refresher:
         if change is None:
             return
         own = (stage.table, self.log.latest_version(stage.table))
-        small = self._is_small(change, small_change, also=[own])
+        small = small_change and self._is_small(change, also=[own])
         try:
             with execution.for_small_data(self.spark, enabled=small), materialized(self.spark, change) as staged:
                 if staged.rows:
@@ -175,15 +175,13 @@ class Refresher:
             changed[table] = sum(c.rows_changed for c in self.log.commits_between(table, old, new))
         return changed
 
-    def _is_small(self, query: exp.Query, small_change: bool, also: list[tuple[str, int]] = ()) -> bool:
+    def _is_small(self, query: exp.Query, recompute: bool = False, also: list[tuple[str, int]] = ()) -> bool:
         """Whether the Delta data a statement reads is small enough for small-data execution:
-        the table versions ``query`` scans, the tables in ``also``, and its change data
-        feed reads, which count as small when the stage's change is."""
-        reads = execution.table_reads(query)
-        if reads.change_feed and not small_change:
-            return False
-        sizes = [self._run(lambda: self.log.size_bytes(t, v), t) for t, v in [*reads.versions, *also]]
-        return execution.is_small(sizes)
+        the table versions ``query`` scans whole and the tables in ``also`` (its change data
+        feed reads are as small as the stage's change, which the caller checks)."""
+        reads = execution.scanned_versions(query)
+        sizes = [self._run(lambda: self.log.size_bytes(t, v), t) for t, v in [*reads, *also]]
+        return execution.is_small(sizes, recompute)
 
     def _rows(self, table: str, version: int) -> int:
         """Rows of a table at a version (Delta answers COUNT(*) from its file statistics)."""

@@ -4,7 +4,7 @@
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
 -- each refresh: the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
 -- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows;
--- execution: a statement that reads under 32 MiB of Delta data (and a small change) runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
+-- execution: a change that reads under 32 MiB of Delta data (and is small itself), or a recompute that reads under 4 MiB, runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
 -- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows.
 
 -- stage 1/1: shop.__ivm_shipped_totals [aggregate] incremental: COUNT/SUM/AVG per group updated from the change alone
