@@ -12,6 +12,7 @@ import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Iterator
 
 from py4j.protocol import Py4JJavaError
@@ -76,18 +77,35 @@ class DeltaLog:
 
     def __init__(self, spark):
         self.spark = spark
-        self._dirs: dict[str, object] = {}
+        self._dirs: dict[str, tuple[object, object]] = {}  # table -> (its _delta_log, that folder's FileSystem)
         self._ids: dict[str, str | None] = {}
         self._commits: dict[tuple[str, int], Commit] = {}  # a commit file never changes
         self._sizes: dict[tuple[str, int], int | None] = {}  # nor does a checksum file
 
-    def _log_dir(self, table: str):
+    # Each py4j call is a round trip to the JVM, and naming a Java class through
+    # ``spark._jvm.a.b.C`` is one per package level: the classes are looked up once.
+    @cached_property
+    def _path_class(self):
+        return self.spark._jvm.org.apache.hadoop.fs.Path
+
+    @cached_property
+    def _io_utils(self):
+        return self.spark._jvm.org.apache.commons.io.IOUtils
+
+    def _log_dir(self, table: str) -> tuple[object, object]:
+        """The table's ``_delta_log`` folder and its FileSystem."""
         if table not in self._dirs:
-            jvm, session = self.spark._jvm, self.spark._jsparkSession
+            session = self.spark._jsparkSession
             identifier = session.sessionState().sqlParser().parseTableIdentifier(table)
             location = session.sessionState().catalog().getTableMetadata(identifier).location()
-            self._dirs[table] = jvm.org.apache.hadoop.fs.Path(jvm.org.apache.hadoop.fs.Path(location), "_delta_log")
+            log_dir = self._path_class(self._path_class(location), "_delta_log")
+            self._dirs[table] = (log_dir, log_dir.getFileSystem(self.spark._jsc.hadoopConfiguration()))
         return self._dirs[table]
+
+    def _log_file(self, table: str, name: str) -> tuple[object, object]:
+        """A file of the table's ``_delta_log`` and its FileSystem."""
+        log_dir, fs = self._log_dir(table)
+        return self._path_class(log_dir, name), fs
 
     def exists(self, table: str) -> bool:
         """Whether the catalog knows the table (one lookup, which also finds its log)."""
@@ -99,17 +117,14 @@ class DeltaLog:
             raise
         return True
 
-    def _fs(self, path):
-        return path.getFileSystem(self.spark._jsc.hadoopConfiguration())
-
     def latest_version(self, table: str) -> int:
-        path = self._log_dir(table)
-        if not self._fs(path).exists(path):
+        path, fs = self._log_dir(table)
+        if not fs.exists(path):
             raise RefreshError(
                 f"{table} is not a Delta table (it has no _delta_log); ivm reads changes from Delta's change data feed",
                 hint=f"convert it: CONVERT TO DELTA {table}, or recreate it USING DELTA in a migration",
             )
-        versions = [int(m.group(1)) for f in self._fs(path).listStatus(path) if (m := COMMIT_FILE.match(f.getPath().getName()))]
+        versions = [int(m.group(1)) for f in fs.listStatus(path) if (m := COMMIT_FILE.match(f.getPath().getName()))]
         if not versions:
             raise RefreshError(f"{table} has no Delta log", hint="is it a Delta table?")
         return max(versions)
@@ -121,15 +136,14 @@ class DeltaLog:
         return self._ids[table]
 
     def _exists(self, table: str, version: int) -> bool:
-        path = self.spark._jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.json")
-        return bool(self._fs(path).exists(path))
+        path, fs = self._log_file(table, f"{version:020d}.json")
+        return bool(fs.exists(path))
 
     def size_bytes(self, table: str, version: int) -> int | None:
         """The table's size at a version, from the checksum file Delta writes beside each
         commit (None when there is none: a writer may skip it)."""
         if (table, version) not in self._sizes:
-            path = self.spark._jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.crc")
-            fs = self._fs(path)
+            path, fs = self._log_file(table, f"{version:020d}.crc")
             try:
                 checksum = json.loads(self._read(fs, path)) if fs.exists(path) else {}
             except ValueError:
@@ -141,14 +155,14 @@ class DeltaLog:
     def _read(self, fs, path) -> str:
         stream = fs.open(path)
         try:
-            return self.spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            return self._io_utils.toString(stream, "UTF-8")
         finally:
             stream.close()
 
     def _actions(self, table: str, version: int) -> dict:
         """The actions of one commit file, by kind (commitInfo, metaData, ...)."""
-        path = self.spark._jvm.org.apache.hadoop.fs.Path(self._log_dir(table), f"{version:020d}.json")
-        text = self._read(self._fs(path), path)
+        path, fs = self._log_file(table, f"{version:020d}.json")
+        text = self._read(fs, path)
         actions: dict = {}
         for line in text.splitlines():
             for kind, value in (json.loads(line) if line.strip() else {}).items():
