@@ -7,8 +7,8 @@ here say *how* it is computed and applied, and they never change a result:
   data it touches (the choice Databricks' Enzyme makes per refresh), with the reason shown;
 - ``materialize``: a stage's consolidated change is computed once and kept in executor
   memory, so the MERGE does not recompute it and an empty change skips the MERGE;
-- ``execution``: a stage over small tables runs interpreted, without compiling its plans to
-  Java bytecode, which costs more than it saves on few rows;
+- ``execution``: a statement that reads little Delta data runs interpreted, without
+  compiling its plan to Java bytecode, which costs more than it saves on few rows;
 - ``layout``: stage tables keep a change data feed, and get deletion vectors once large;
 - ``describe``: the same decisions as text, for ``ivm compile``.
 """

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+
 from sqlglot import exp
 
 # Below this many bytes of Delta tables read, a statement that applies a change runs with

@@ -121,7 +121,7 @@ class Refresher:
                 if properties:
                     self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
             else:
-                self._apply_change(stage, pins, small_change=sum(changed.values()) <= SMALL_CHANGE)
+                self._apply_change(stage, pins, latest, small_change=sum(changed.values()) <= SMALL_CHANGE)
             if self.log.latest_version(stage.table) == before:
                 # The change consolidated to nothing and Delta committed nothing: record the
                 # new versions anyway, or every later refresh would read them again.
@@ -137,13 +137,13 @@ class Refresher:
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
 
-    def _apply_change(self, stage: Stage, pins: Pins, small_change: bool) -> None:
-        """One MERGE of the stage's change, computed once; nothing when it is empty."""
+    def _apply_change(self, stage: Stage, pins: Pins, own_version: int, small_change: bool) -> None:
+        """One MERGE of the stage's change, computed once; nothing when it is empty.
+        ``own_version``: the stage table's latest version, which the MERGE reads."""
         change = stage.change_query(pins)
         if change is None:
             return
-        own = (stage.table, self.log.latest_version(stage.table))
-        small = small_change and self._is_small(change, also=[own])
+        small = small_change and self._is_small(change, also=[(stage.table, own_version)])
         try:
             with execution.for_small_data(self.spark, enabled=small), materialized(self.spark, change) as staged:
                 if staged.rows:
