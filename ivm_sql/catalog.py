@@ -34,20 +34,41 @@ class Catalog(Protocol):
 class SparkCatalog:
     """Asks Spark. Each table's columns are looked up once per catalog (one compile of all
     views); a query's schema is remembered in ``schemas`` across compiles, keyed by the query
-    and the columns of the tables it reads, since analyzing it is most of a compile's time."""
+    and the columns of the tables it reads, since analyzing it is most of a compile's time.
 
-    def __init__(self, spark, schemas: dict | None = None):
+    With ``log`` (a ``DeltaLog``), whether a table exists comes from one listing of its
+    database, and a Delta table's columns are remembered in ``columns`` across compiles,
+    keyed by its Delta id and latest version: a version's schema never changes, and reading
+    the log costs less than Spark's resolving the table again.
+    """
+
+    def __init__(self, spark, schemas: dict | None = None, columns: dict | None = None, log=None):
         self.spark = spark
+        self.log = log
         self._columns: dict[str, Schema | None] = {}
         self._schemas = schemas if schemas is not None else {}
+        self._versioned = columns if columns is not None else {}
 
     def columns(self, table: str) -> Schema | None:
         if table not in self._columns:
-            exists = self.spark.catalog.tableExists(table)
-            self._columns[table] = (
-                [(f.name.lower(), f.dataType.simpleString()) for f in self.spark.table(table).schema.fields] if exists else None
-            )
+            self._columns[table] = self._lookup(table)
         return self._columns[table]
+
+    def _lookup(self, table: str) -> Schema | None:
+        if self.log is None:
+            return self._read_columns(table) if self.spark.catalog.tableExists(table) else None
+        if not self.log.in_catalog(table):
+            return None
+        identity = self.log.identity(table)
+        if identity is None:
+            return self._read_columns(table)
+        key = (table, *identity)
+        if key not in self._versioned:
+            self._versioned[key] = self._read_columns(table)
+        return list(self._versioned[key])
+
+    def _read_columns(self, table: str) -> Schema:
+        return [(f.name.lower(), f.dataType.simpleString()) for f in self.spark.table(table).schema.fields]
 
     def output_schema(self, sql: str, inputs: Mapping[str, Schema]) -> Schema:
         from pyspark.errors import PySparkException

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 
 import sqlglot
@@ -37,6 +37,9 @@ class ViewPlan:
     output: Scan  # reads the view's rows from its last stage's table
     schema: Schema  # the view's columns and types, exactly as its SELECT returns them
     depends_on: tuple[str, ...]  # other views it reads
+    # stage table -> fingerprint: rendering one deep-copies the stage's query, and a plan
+    # kept across compiles is asked again on every refresh
+    _fingerprints: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -47,7 +50,9 @@ class ViewPlan:
         return self.stages[-1].table
 
     def fingerprint(self, stage: Stage) -> str:
-        return plan_fingerprint(stage, self.output if stage is self.stages[-1] else None)
+        if stage.table not in self._fingerprints:
+            self._fingerprints[stage.table] = plan_fingerprint(stage, self.output if stage is self.stages[-1] else None)
+        return self._fingerprints[stage.table]
 
     @property
     def base_tables(self) -> tuple[str, ...]:
@@ -105,8 +110,13 @@ def plan_fingerprint(stage: Stage, output: Scan | None = None) -> str:
 # compiling -------------------------------------------------------------------------------
 
 
-def compile_views(views: list[ViewDef], catalog: Catalog, database: str) -> list[ViewPlan]:
-    """Plans for all views, each after the views it reads."""
+def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: dict | None = None) -> list[ViewPlan]:
+    """Plans for all views, each after the views it reads.
+
+    ``cache`` (view name -> (key, plan)), kept by the caller across compiles, returns the
+    same plan while the view's text and location, the columns of the tables it reads and
+    the plans of the views it reads are all unchanged: compiling is pure in those.
+    """
     by_name = {v.name: v for v in views}
     graph = {v.name: [d for d in references(v, database) if d in by_name] for v in views}
     try:
@@ -119,8 +129,20 @@ def compile_views(views: list[ViewDef], catalog: Catalog, database: str) -> list
             hint="a view cannot depend on itself, directly or through others",
         ) from None
     plans: dict[str, ViewPlan] = {}
+    keys: dict[str, tuple] = {}
     for name in order:
-        plans[name] = compile_view(by_name[name], catalog, database, plans)
+        view = by_name[name]
+        schemas = input_schemas(view, catalog, database, plans)
+        keys[name] = (view.text, str(view.location), view.full_refresh, database,
+                      tuple((t, tuple(c)) for t, c in schemas.items()),
+                      tuple(keys[d] for d in references(view, database) if d in plans))
+        cached = cache.get(name) if cache is not None else None
+        if cached is not None and cached[0] == keys[name]:
+            plans[name] = cached[1]
+        else:
+            plans[name] = compile_view(view, catalog, database, plans, schemas)
+        if cache is not None:
+            cache[name] = (keys[name], plans[name])
     return [plans[name] for name in order]
 
 
@@ -142,7 +164,8 @@ def _table_nodes(view: ViewDef, database: str) -> list[tuple[str, exp.Table]]:
     return found
 
 
-def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan]) -> ViewPlan:
+def input_schemas(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan]) -> dict[str, Schema]:
+    """The columns of every table and view ``view`` reads, by qualified name."""
     schemas: dict[str, Schema] = {}
     for name, node in _table_nodes(view, database):
         full = name if "." in name else f"{database}.{name}"
@@ -159,6 +182,13 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
                 hint="create the table in a migration and run `ivm migrate`, or define the view",
             )
         schemas[full] = columns
+    return schemas
+
+
+def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan],
+                 schemas: dict[str, Schema] | None = None) -> ViewPlan:
+    if schemas is None:
+        schemas = input_schemas(view, catalog, database, plans)
     qualified = _qualify(view, schemas, database)
     schema = _output_schema(view, catalog, database, plans, schemas)
 

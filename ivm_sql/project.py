@@ -54,6 +54,9 @@ class Project:
         self.verbose = verbose
         self._spark = spark
         self._schemas: dict = {}  # query schemas analyzed by Spark, kept across compiles
+        self._plans: dict = {}  # view name -> (what its plan depends on, plan), kept across compiles
+        self._columns: dict = {}  # (table, Delta id, version) -> its columns, kept across compiles
+        self._locations: dict[str, str] = {}  # ivm's tables -> their folders, kept across refreshes
 
     @classmethod
     def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> "Project":
@@ -91,10 +94,15 @@ class Project:
     def views(self) -> list[ViewDef]:
         return load_views(self.root / self.config.views_dir)
 
-    def plans(self, names: Iterable[str] | None = None) -> list[ViewPlan]:
+    def delta_log(self) -> delta_log.DeltaLog:
+        """A reader of Delta logs for one command; what never changes is kept across them."""
+        return delta_log.DeltaLog(self.spark, self._locations)
+
+    def plans(self, names: Iterable[str] | None = None, log: delta_log.DeltaLog | None = None) -> list[ViewPlan]:
         """Plans in dependency order: the named views and every view they read (all if None)."""
         self._use_database()
-        plans = compile_views(self.views(), SparkCatalog(self.spark, self._schemas), self.database)
+        catalog = SparkCatalog(self.spark, self._schemas, self._columns, log if log is not None else self.delta_log())
+        plans = compile_views(self.views(), catalog, self.database, self._plans)
         if names is None:
             return plans
         by_name = {p.view.name: p for p in plans}
@@ -132,7 +140,8 @@ class Project:
         on_view: Callable[[ViewReport], None] | None = None,
     ) -> list[ViewReport]:
         """Bring views (and the views they read) up to date with all source changes."""
-        return Refresher(self.spark, full=full, cost=self.cost_model).refresh(self.plans(views), on_view)
+        log = self.delta_log()
+        return Refresher(self.spark, full=full, cost=self.cost_model, log=log).refresh(self.plans(views, log), on_view)
 
     def status(self) -> list[ViewStatus]:
         result = []

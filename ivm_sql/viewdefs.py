@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,8 +62,7 @@ def load_views(folder: Path) -> list[ViewDef]:
     views: list[ViewDef] = []
     seen: dict[str, ViewDef] = {}
     for path in sorted(folder.glob("*.sql")) if folder.is_dir() else []:
-        for statement in split_statements(path.read_text(), path):
-            view = parse_view(statement.text, statement.location)
+        for view in _file_views(path.read_text(), path):
             if view.name in seen:
                 raise SqlError(
                     f"view {view.name} is defined twice (first at {seen[view.name].location})",
@@ -72,6 +72,13 @@ def load_views(folder: Path) -> list[ViewDef]:
             seen[view.name] = view
             views.append(view)
     return views
+
+
+@functools.lru_cache(maxsize=1024)
+def _file_views(text: str, path: Path) -> tuple[ViewDef, ...]:
+    """The views of one file, parsed once per text and path: a warm session reads the same
+    files on every refresh, and a ViewDef is never changed."""
+    return tuple(parse_view(statement.text, statement.location) for statement in split_statements(text, path))
 
 
 def parse_view(text: str, location: Location) -> ViewDef:

@@ -9,18 +9,21 @@ next refresh from the record.
 from __future__ import annotations
 
 import json
+import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Iterator
+from urllib.parse import unquote, urlparse
 
-from py4j.protocol import Py4JJavaError
-from pyspark.errors import PySparkException
 from sqlglot import exp
 
-from ivm_sql.errors import RefreshError
-from ivm_sql.sqlbuild import table as table_node, to_sql
+from py4j.protocol import Py4JJavaError
+
+from ivm_sql.errors import IvmError, RefreshError
+from ivm_sql.sqlbuild import INTERNAL_PREFIX, table as table_node, to_sql
 
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -67,64 +70,120 @@ def _sql(statement: exp.Expression) -> str:
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
+class LocalFolder:
+    """A ``_delta_log`` on this machine's disk (a ``file:`` location), read with Python's own
+    file calls: no round trip to the JVM per file, as reading it through py4j costs."""
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+
+    def exists(self, name: str | None = None) -> bool:
+        return (self.path / name if name else self.path).exists()
+
+    def names(self) -> list[str]:
+        return os.listdir(self.path)
+
+    def read(self, name: str) -> str:
+        return (self.path / name).read_text(encoding="utf-8")
+
+
+class HadoopFolder:
+    """A ``_delta_log`` anywhere else (HDFS, S3, ...), read through Hadoop's FileSystem."""
+
+    def __init__(self, spark, location: str):
+        jvm = spark._jvm
+        self._path_class = jvm.org.apache.hadoop.fs.Path
+        self._io_utils = jvm.org.apache.commons.io.IOUtils
+        self.path = self._path_class(self._path_class(location), "_delta_log")
+        self.fs = self.path.getFileSystem(spark._jsc.hadoopConfiguration())
+
+    def exists(self, name: str | None = None) -> bool:
+        return bool(self.fs.exists(self._path_class(self.path, name) if name else self.path))
+
+    def names(self) -> list[str]:
+        return [status.getPath().getName() for status in self.fs.listStatus(self.path)]
+
+    def read(self, name: str) -> str:
+        stream = self.fs.open(self._path_class(self.path, name))
+        try:
+            return self._io_utils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+
+
+def log_folder(spark, location: str) -> LocalFolder | HadoopFolder:
+    """The table's ``_delta_log`` folder, read directly when it is on local disk."""
+    parsed = urlparse(location)
+    if parsed.scheme == "file" or (not parsed.scheme and location.startswith("/")):
+        return LocalFolder(os.path.join(unquote(parsed.path), "_delta_log"))
+    return HadoopFolder(spark, location)
+
+
 class DeltaLog:
-    """Reads a table's ``_delta_log`` directly through Hadoop's FileSystem.
+    """Reads a table's ``_delta_log`` directly: from local disk with Python's file calls,
+    from anywhere else through Hadoop's FileSystem.
 
     Listing the log and reading a commit's JSON runs no Spark job, unlike DESCRIBE HISTORY
     (which reconstructs a snapshot): this is what lets an unchanged refresh run no job.
     Table locations come from the session catalog and are cached.
     """
 
-    def __init__(self, spark):
+    def __init__(self, spark, locations: dict[str, str] | None = None):
         self.spark = spark
-        self._dirs: dict[str, tuple[object, object]] = {}  # table -> (its _delta_log, that folder's FileSystem)
+        # ivm's own tables -> their folder, kept by the caller across refreshes: ivm creates
+        # them as managed tables, whose folder follows from their name and never moves
+        self._locations = locations if locations is not None else {}
+        self._names: dict[str, set[str]] = {}  # database -> its tables and views, listed once
+        self._folders: dict[str, LocalFolder | HadoopFolder] = {}  # table -> its _delta_log
         self._ids: dict[str, str | None] = {}
         self._commits: dict[tuple[str, int], Commit] = {}  # a commit file never changes
         self._sizes: dict[tuple[str, int], int | None] = {}  # nor does a checksum file
 
-    # Each py4j call is a round trip to the JVM, and naming a Java class through
-    # ``spark._jvm.a.b.C`` is one per package level: the classes are looked up once.
     @cached_property
-    def _path_class(self):
-        return self.spark._jvm.org.apache.hadoop.fs.Path
+    def _session_catalog(self):
+        return self.spark._jsparkSession.sessionState().catalog()
 
-    @cached_property
-    def _io_utils(self):
-        return self.spark._jvm.org.apache.commons.io.IOUtils
+    def _log(self, table: str) -> LocalFolder | HadoopFolder:
+        """The table's ``_delta_log`` folder."""
+        if table not in self._folders:
+            location = self._locations.get(table)
+            if location is None:
+                identifier = self.spark._jsparkSession.sessionState().sqlParser().parseTableIdentifier(table)
+                location = self._session_catalog.getTableMetadata(identifier).location().toString()
+                if table.split(".")[-1].startswith(INTERNAL_PREFIX):
+                    self._locations[table] = location
+            self._folders[table] = log_folder(self.spark, location)
+        return self._folders[table]
 
-    def _log_dir(self, table: str) -> tuple[object, object]:
-        """The table's ``_delta_log`` folder and its FileSystem."""
-        if table not in self._dirs:
-            session = self.spark._jsparkSession
-            identifier = session.sessionState().sqlParser().parseTableIdentifier(table)
-            location = session.sessionState().catalog().getTableMetadata(identifier).location()
-            log_dir = self._path_class(self._path_class(location), "_delta_log")
-            self._dirs[table] = (log_dir, log_dir.getFileSystem(self.spark._jsc.hadoopConfiguration()))
-        return self._dirs[table]
-
-    def _log_file(self, table: str, name: str) -> tuple[object, object]:
-        """A file of the table's ``_delta_log`` and its FileSystem."""
-        log_dir, fs = self._log_dir(table)
-        return self._path_class(log_dir, name), fs
+    def in_catalog(self, name: str) -> bool:
+        """Whether ``db.name`` is a table or view of the catalog. Each database is listed once
+        (one call, names joined in the JVM, instead of one lookup per table); a name missing
+        from that listing is looked up, as it may have been created since."""
+        database, _, short = name.rpartition(".")
+        if database not in self._names:
+            listed = self._session_catalog.externalCatalog().listTables(database).mkString("\0")
+            self._names[database] = {n.lower() for n in listed.split("\0") if n}
+        if short.lower() in self._names[database]:
+            return True
+        return bool(self.spark.catalog.tableExists(name))
 
     def exists(self, table: str) -> bool:
-        """Whether the catalog knows the table (one lookup, which also finds its log)."""
-        try:
-            self._log_dir(table)
-        except (PySparkException, Py4JJavaError) as error:
-            if "TABLE_OR_VIEW_NOT_FOUND" in str(error) or "NoSuchTableException" in str(error):
-                return False
-            raise
-        return True
+        """Whether the catalog knows the table; a table ivm made and then lost (dropped by
+        hand) is forgotten, so its folder is looked up again once it is made anew."""
+        if self.in_catalog(table):
+            return True
+        self._locations.pop(table, None)
+        self._folders.pop(table, None)
+        return False
 
     def latest_version(self, table: str) -> int:
-        path, fs = self._log_dir(table)
-        if not fs.exists(path):
+        folder = self._log(table)
+        if not folder.exists():
             raise RefreshError(
                 f"{table} is not a Delta table (it has no _delta_log); ivm reads changes from Delta's change data feed",
                 hint=f"convert it: CONVERT TO DELTA {table}, or recreate it USING DELTA in a migration",
             )
-        versions = [int(m.group(1)) for f in fs.listStatus(path) if (m := COMMIT_FILE.match(f.getPath().getName()))]
+        versions = [int(m.group(1)) for name in folder.names() if (m := COMMIT_FILE.match(name))]
         if not versions:
             raise RefreshError(f"{table} has no Delta log", hint="is it a Delta table?")
         return max(versions)
@@ -135,34 +194,33 @@ class DeltaLog:
             self._ids[table] = self._actions(table, 0).get("metaData", {}).get("id") if self._exists(table, 0) else None
         return self._ids[table]
 
+    def identity(self, table: str) -> tuple[str | None, int] | None:
+        """(Delta table id, latest version), which a schema read from the table stays true
+        for; None for anything that is not a Delta table with a folder (a Spark view, say)."""
+        try:
+            return self.table_id(table), self.latest_version(table)
+        except (IvmError, Py4JJavaError):
+            return None
+
     def _exists(self, table: str, version: int) -> bool:
-        path, fs = self._log_file(table, f"{version:020d}.json")
-        return bool(fs.exists(path))
+        return self._log(table).exists(f"{version:020d}.json")
 
     def size_bytes(self, table: str, version: int) -> int | None:
         """The table's size at a version, from the checksum file Delta writes beside each
         commit (None when there is none: a writer may skip it)."""
         if (table, version) not in self._sizes:
-            path, fs = self._log_file(table, f"{version:020d}.crc")
+            folder, name = self._log(table), f"{version:020d}.crc"
             try:
-                checksum = json.loads(self._read(fs, path)) if fs.exists(path) else {}
+                checksum = json.loads(folder.read(name)) if folder.exists(name) else {}
             except ValueError:
                 checksum = {}
             size = checksum.get("tableSizeBytes")
             self._sizes[(table, version)] = size if isinstance(size, int) else None
         return self._sizes[(table, version)]
 
-    def _read(self, fs, path) -> str:
-        stream = fs.open(path)
-        try:
-            return self._io_utils.toString(stream, "UTF-8")
-        finally:
-            stream.close()
-
     def _actions(self, table: str, version: int) -> dict:
         """The actions of one commit file, by kind (commitInfo, metaData, ...)."""
-        path, fs = self._log_file(table, f"{version:020d}.json")
-        text = self._read(fs, path)
+        text = self._log(table).read(f"{version:020d}.json")
         actions: dict = {}
         for line in text.splitlines():
             for kind, value in (json.loads(line) if line.strip() else {}).items():

@@ -51,7 +51,8 @@ class ViewReport:
 class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
-    def __init__(self, spark, full: bool = False, cost: CostModel = CostModel.from_settings(RefreshSettings())):
+    def __init__(self, spark, full: bool = False, cost: CostModel = CostModel.from_settings(RefreshSettings()),
+                 log: delta_log.DeltaLog | None = None):
         self.spark = spark
         self.full = full
         self.cost = cost
@@ -59,7 +60,7 @@ class Refresher:
         self.current: dict[str, int] = {}  # table -> version this refresh reads
         self.base_of: dict[str, dict[str, int]] = {}  # ivm table -> base versions it reflects
         self.recomputed: set[str] = set()
-        self.log = delta_log.DeltaLog(spark)
+        self.log = log if log is not None else delta_log.DeltaLog(spark)
 
     def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None) -> list[ViewReport]:
         for plan in plans:  # pin every base table once, before any work
@@ -82,7 +83,7 @@ class Refresher:
             action, reason = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
             if action != "unchanged" and (report.action == "unchanged" or (report.action == "incremental" and not report.reason)):
                 report.action, report.reason = action, reason
-        if report.action in ("created", "recomputed") or not self.spark.catalog.tableExists(plan.name):
+        if report.action in ("created", "recomputed") or not self.log.in_catalog(plan.name):
             self._run(lambda: self.spark.sql(to_sql(plan.user_view(), pretty=False)), plan.name)
         report.versions = dict(self.base_of[plan.table])
         report.seconds = time.perf_counter() - started
