@@ -14,6 +14,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from ivm_sql.algebra.build import Builder, compares_with_current_time
 from ivm_sql.algebra.nodes import Recompute, Scan
+from ivm_sql.algebra.prune import prune
 from ivm_sql.catalog import Catalog, QueryError, Schema
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import SqlError, UnsupportedError
@@ -212,7 +213,7 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
             hint="name the columns of a generator with several columns: posexplode(x) AS (pos, item), "
                  "or move it into LATERAL VIEW",
         )
-    stages, output = plan_stages(database, view.name, root)
+    stages, output = plan_stages(database, view.name, prune(root))
     output = _with_schema(output, schema)
     depends = tuple(n for n in references(view, database) if n in plans)
     return ViewPlan(view, database, tuple(stages), output, schema, depends)

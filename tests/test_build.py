@@ -31,15 +31,20 @@ def views(*texts: str) -> list:
 
 
 def build(*texts: str) -> dict[str, Node]:
-    """The algebra of each view (before it is cut into stages), by view name."""
+    """The algebra of each view as built (before it is pruned and cut into stages), by view name."""
     roots: dict[str, Node] = {}
-    real = compiler.plan_stages
+    built: list[Node] = []
+    real_prune, real_plan = compiler.prune, compiler.plan_stages
+
+    def spy_prune(root: Node) -> Node:
+        built.append(root)
+        return real_prune(root)
 
     def spy(database: str, view: str, root: Node):
-        roots[view] = root
-        return real(database, view, root)
+        roots[view] = built.pop()
+        return real_plan(database, view, root)
 
-    with mock.patch.object(compiler, "plan_stages", spy):
+    with mock.patch.object(compiler, "prune", spy_prune), mock.patch.object(compiler, "plan_stages", spy):
         compile_views(views(*texts), CATALOG, "db")
     return roots
 
