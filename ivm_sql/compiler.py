@@ -20,7 +20,7 @@ from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import execution, layout, materialize
+from ivm_sql.physical import changes, execution, layout, materialize
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
 from ivm_sql.viewdefs import ViewDef
@@ -344,7 +344,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         f"-- reads: {', '.join(plan.base_tables + tuple(plan.depends_on)) or 'nothing'}",
         "-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;",
         "-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.",
-        f"-- each refresh: {materialize.describe()};",
+        f"-- each refresh: {changes.describe()}; {materialize.describe()};",
         f"-- layout: {layout.describe()};",
         f"-- execution: {execution.describe()};",
         f"-- each incremental stage: {cost.describe()}.",

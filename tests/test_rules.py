@@ -36,9 +36,14 @@ def from_items(select: exp.Select) -> list[exp.Expression]:
 
 
 def describe(item: exp.Expression) -> str:
-    """'Δ db.t 4..7' for a change read, 'db.t@7' for a snapshot, 'db.t' for the latest."""
+    """'Δ db.t 4..7' for a change read, 'db.t@7' for a snapshot, 'db.t' for the latest,
+    'db.t@7 - Δ db.t 4..7' for an old version read as the new one minus the change."""
     if isinstance(item, exp.Subquery):
         inner = item.this
+        if isinstance(inner, exp.Union):
+            new, change = terms(inner)
+            assert output(change, WEIGHT) == NEGATED_SIGN
+            return f"{describe(from_items(new)[0])} - {describe(from_items(change)[0])}"
         assert isinstance(inner, exp.Select)
         (source,) = from_items(inner)
         return describe(source)
@@ -54,6 +59,9 @@ def describe(item: exp.Expression) -> str:
         return name
     assert version.this.upper() == "VERSION" and version.args["kind"] == "AS OF"
     return f"{name}@{version.expression.sql('spark')}"
+
+
+NEGATED_SIGN = "IF(`_change_type` IN ('insert', 'update_postimage'), -1, 1)"
 
 
 def term_sources(select: exp.Select) -> dict[str, str]:
@@ -119,10 +127,18 @@ class TestScan:
     def test_snapshot_uses_version_as_of(self) -> None:
         pins = {"db.t": Versions.at(3, 7)}
         new = parse(snapshot(self.scan, pins, "new"))
-        old = parse(snapshot(self.scan, pins, "old"))
         assert describe(new.args["from_"].this) == "db.t@7"
-        assert describe(old.args["from_"].this) == "db.t@3"
         assert output(new, WEIGHT) == "1"
+        assert describe(parse(snapshot(self.scan, {"db.t": Versions.at(7, 7)}, "old")).args["from_"].this) == "db.t@7"
+
+    def test_old_snapshot_of_a_changed_table_is_the_new_one_minus_the_change(self) -> None:
+        # z^-1 I(S) = I(S) - ΔS: no query reads a version older than the pinned one
+        old = parse(snapshot(self.scan, {"db.t": Versions.at(3, 7)}, "old"))
+        new, change = terms(old)
+        assert describe(new.args["from_"].this) == "db.t@7"
+        assert output(new, WEIGHT) == "1"
+        assert describe(change.args["from_"].this) == "Δ db.t 4..7"
+        assert output(change, WEIGHT) == NEGATED_SIGN
 
     def test_snapshot_without_an_old_version_reads_the_table(self) -> None:
         query = parse(snapshot(self.scan, {"db.t": Versions.at(None, 7)}, "old"))
@@ -157,7 +173,7 @@ def pins_with(changed: set[str]) -> dict[str, Versions]:
 
 def expected_term(i: int, changed: set[str]) -> dict[str, str]:
     """Term i of the n-way rule: R_j new before i, ΔR_i, R_j old after i (an unchanged
-    input's old version is its new one)."""
+    input's old version is its new one; a changed one's is read as new minus its change)."""
     result = {}
     for j, (alias, table) in enumerate(zip("abc", OLD_NEW)):
         old, new = OLD_NEW[table] if table in changed else (OLD_NEW[table][1],) * 2
@@ -165,8 +181,10 @@ def expected_term(i: int, changed: set[str]) -> dict[str, str]:
             result[alias] = f"{table}@{new}"
         elif j == i:
             result[alias] = f"Δ {table} {old + 1}..{new}"
+        elif table in changed:
+            result[alias] = f"{table}@{new} - Δ {table} {old + 1}..{new}"
         else:
-            result[alias] = f"{table}@{old}"
+            result[alias] = f"{table}@{new}"
     return result
 
 
@@ -175,7 +193,7 @@ class TestJoin:
         changed = {"db.r1", "db.r2", "db.r3"}
         query = parse(delta(JOIN3, pins_with(changed)))
         assert [term_sources(t) for t in terms(query)] == [expected_term(i, changed) for i in range(3)]
-        assert [term_sources(t) for t in terms(query)][1] == {"a": "db.r1@7", "b": "Δ db.r2 11..12", "c": "db.r3@20"}
+        assert [term_sources(t) for t in terms(query)][1] == {"a": "db.r1@7", "b": "Δ db.r2 11..12", "c": "db.r3@21 - Δ db.r3 21..21"}
 
     def test_one_changed_one_term(self) -> None:
         query = parse(delta(JOIN3, pins_with({"db.r2"})))
@@ -187,7 +205,7 @@ class TestJoin:
         query = parse(delta(JOIN3, pins_with(changed)))
         assert [term_sources(t) for t in terms(query)] == [expected_term(0, changed), expected_term(2, changed)]
         assert [term_sources(t) for t in terms(query)] == [
-            {"a": "Δ db.r1 4..7", "b": "db.r2@12", "c": "db.r3@20"},
+            {"a": "Δ db.r1 4..7", "b": "db.r2@12", "c": "db.r3@21 - Δ db.r3 21..21"},
             {"a": "db.r1@7", "b": "db.r2@12", "c": "Δ db.r3 21..21"},
         ]
 
@@ -218,13 +236,15 @@ class TestJoin:
     def test_snapshot_joins_the_versions_asked_for(self) -> None:
         pins = pins_with({"db.r1", "db.r2", "db.r3"})
         assert term_sources(parse(snapshot(JOIN3, pins, "new"))) == {"a": "db.r1@7", "b": "db.r2@12", "c": "db.r3@21"}
-        assert term_sources(parse(snapshot(JOIN3, pins, "old"))) == {"a": "db.r1@3", "b": "db.r2@10", "c": "db.r3@20"}
+        assert term_sources(parse(snapshot(JOIN3, pins, "old"))) == {
+            "a": "db.r1@7 - Δ db.r1 4..7", "b": "db.r2@12 - Δ db.r2 11..12", "c": "db.r3@21 - Δ db.r3 21..21"
+        }
 
     def test_self_join_two_terms_on_the_same_table(self) -> None:
         t = table_scan("t", "a", "b")
         node = Select((("x", t), ("y", t)), sqlglot.parse_one("x.b = y.a"), ("a", "a2"), (col("a", "x"), col("a", "y")))
         first, second = terms(parse(delta(node, {"db.t": Versions.at(3, 7)})))
-        assert term_sources(first) == {"x": "Δ db.t 4..7", "y": "db.t@3"}
+        assert term_sources(first) == {"x": "Δ db.t 4..7", "y": "db.t@7 - Δ db.t 4..7"}
         assert term_sources(second) == {"x": "db.t@7", "y": "Δ db.t 4..7"}
 
     def test_filter_and_projection_is_the_one_input_case(self) -> None:
@@ -267,7 +287,9 @@ class TestUnionAll:
     def test_snapshot_is_the_union_all_of_the_branches(self) -> None:
         pins = {"db.p": Versions.at(1, 2), "db.q": Versions.at(5, 5), "db.r": Versions.at(7, 9)}
         query = parse(snapshot(self.node, pins, "old"))
-        assert [term_sources(t) for t in terms(query)] == [{"p": "db.p@1"}, {"q": "db.q@5"}, {"r": "db.r@7"}]
+        assert [term_sources(t) for t in terms(query)] == [
+            {"p": "db.p@2 - Δ db.p 2..2"}, {"q": "db.q@5"}, {"r": "db.r@9 - Δ db.r 8..9"}
+        ]
 
 
 # consolidation ----------------------------------------------------------------------------

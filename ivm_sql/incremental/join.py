@@ -2,7 +2,8 @@
 
 DBSP (Theorem 5.5, and its n-way form): Δ(R1 ⋈ ... ⋈ Rn) = Σ_i R1_new ⋈ ... ⋈ R(i-1)_new
 ⋈ ΔRi ⋈ R(i+1)_old ⋈ ... ⋈ Rn_old. A term whose ΔRi is empty is dropped, so a refresh
-whose only changed source is Ri runs one term. A filter or projection is the one-input case
+whose only changed source is Ri runs one term. An old version is read as the new one minus
+the change (``linear.scan_snapshot``), so no term reads a Delta version but the pinned one. A filter or projection is the one-input case
 (linear: Q^Δ = Q). The weight of an output row is the product of its input rows' weights.
 """
 
@@ -43,14 +44,15 @@ def select_delta(node: Select, pins: Pins, snapshot: Snapshot, delta: Delta) -> 
 
 def _snapshot_source(name: str, child: Node, pins: Pins, when: str, snapshot: Snapshot):
     """A FROM item and its weight. A plain table is read directly (``t VERSION AS OF v``)."""
-    if isinstance(child, Scan) and child.exprs is None and child.where is None:
-        source = snapshot(child, pins, when).args["from_"].this.copy()
+    query = snapshot(child, pins, when)
+    if isinstance(child, Scan) and child.exprs is None and child.where is None and isinstance(query, exp.Select):
+        source = query.args["from_"].this.copy()
         source.set("alias", exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
         weight = child.weight.copy()
         if isinstance(weight, exp.Column):
             weight.set("table", exp.to_identifier(name, quoted=True))
         return source, weight
-    return subquery(snapshot(child, pins, when), name), col(WEIGHT, name)
+    return subquery(query, name), col(WEIGHT, name)
 
 
 def _assemble(node: Select, sources: list[tuple[exp.Expression, exp.Expression]]) -> exp.Select:

@@ -22,15 +22,26 @@ def scan_projection(scan: Scan, weight: exp.Expression) -> list[exp.Expression]:
     return [alias(e.copy(), name) for e, name in zip(exprs, scan.columns)] + [alias(weight, WEIGHT)]
 
 
-def scan_snapshot(scan: Scan, pins: Pins, when: str) -> exp.Select:
-    """The table at the pinned version (``when`` = "new") or the state's version ("old")."""
-    version = pins[scan.table].new if when == "new" else pins[scan.table].old
-    source = table_at(scan.table, version)
+def scan_snapshot(scan: Scan, pins: Pins, when: str) -> exp.Query:
+    """The table at the pinned version (``when`` = "new") or the state's version ("old").
+
+    The old version of a changed table is read as its new version minus its change:
+    z^-1 I(S) = I(S) - ΔS, since I(S) = z^-1 I(S) + ΔS (DBSP, Definition 3.17). The result is
+    the same Z-set; but Delta rebuilds a snapshot's file list for each old version a query
+    reads (about 0.5 s each), while the pinned version is the snapshot it already holds,
+    and the change is the small change data feed the refresh reads anyway.
+    """
+    versions = pins[scan.table]
+    if when == "old" and versions.changed:
+        return union_all([scan_snapshot(scan, pins, "new"), scan_delta(scan, pins, negated=True)])
+    source = table_at(scan.table, versions.new if when == "new" else versions.old)
     select = exp.select(*scan_projection(scan, scan.weight.copy())).from_(source)
     return select.where(scan.where.copy()) if scan.where is not None else select
 
 
-def scan_delta(scan: Scan, pins: Pins) -> exp.Select | None:
+def scan_delta(scan: Scan, pins: Pins, negated: bool = False) -> exp.Select | None:
+    """The table's change data feed between the pinned versions as a Z-set (``negated``:
+    with every weight's sign flipped, -ΔS)."""
     versions = pins[scan.table]
     if not versions.changed:
         return None
@@ -41,8 +52,8 @@ def scan_delta(scan: Scan, pins: Pins) -> exp.Select | None:
     )
     sign = exp.If(
         this=exp.In(this=col(CHANGE_TYPE), expressions=[lit(t) for t in POSITIVE_CHANGES]),
-        true=lit(1),
-        false=lit(-1),
+        true=lit(-1 if negated else 1),
+        false=lit(1 if negated else -1),
     )
     weight = sign if _is_one(scan.weight) else exp.Mul(this=sign, expression=scan.weight.copy())
     select = exp.select(*scan_projection(scan, weight)).from_(changes)

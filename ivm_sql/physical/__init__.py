@@ -5,6 +5,8 @@ here say *how* it is computed and applied, and they never change a result:
 
 - ``cost``: incremental or recompute, from the size of the change against the size of the
   data it touches (the choice Databricks' Enzyme makes per refresh), with the reason shown;
+- ``changes``: each source's change data feed is read once per refresh and kept in memory
+  for every stage that reads it;
 - ``materialize``: a stage's consolidated change is computed once and kept in executor
   memory, so the MERGE does not recompute it and an empty change skips the MERGE;
 - ``execution``: a statement that reads little Delta data runs interpreted, without

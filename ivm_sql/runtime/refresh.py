@@ -26,6 +26,7 @@ from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import execution, layout
 from ivm_sql.physical.cost import SMALL_CHANGE, CostModel
+from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
 from ivm_sql.runtime import delta_log
 from ivm_sql.sqlbuild import lit, table_at, to_sql
@@ -61,6 +62,7 @@ class Refresher:
         self.base_of: dict[str, dict[str, int]] = {}  # ivm table -> base versions it reflects
         self.recomputed: set[str] = set()
         self.log = log if log is not None else delta_log.DeltaLog(spark)
+        self.changes = SourceChanges(spark)
 
     def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None) -> list[ViewReport]:
         for plan in plans:  # pin every base table once, before any work
@@ -68,11 +70,14 @@ class Refresher:
                 if table not in self.current:
                     self.current[table] = self._run(lambda: self.log.latest_version(table), table)
         reports = []
-        for plan in plans:
-            report = self.refresh_view(plan)
-            reports.append(report)
-            if on_view is not None:
-                on_view(report)
+        try:
+            for plan in plans:
+                report = self.refresh_view(plan)
+                reports.append(report)
+                if on_view is not None:
+                    on_view(report)
+        finally:
+            self.changes.close()
         return reports
 
     def refresh_view(self, plan: ViewPlan) -> ViewReport:
@@ -144,6 +149,7 @@ class Refresher:
         change = stage.change_query(pins)
         if change is None:
             return
+        change = self.changes.rewrite(change)
         small = small_change and self._is_small(change, also=[(stage.table, own_version)])
         try:
             with execution.for_small_data(self.spark, enabled=small), materialized(self.spark, change) as staged:

@@ -2,7 +2,7 @@
 -- reads: order_lines
 -- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
--- each refresh: the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
+-- each refresh: each source's change data feed is read once per refresh and kept in memory for every stage that reads it; the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
 -- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows;
 -- execution: a change that reads under 32 MiB of Delta data (and is small itself), or a recompute that reads under 4 MiB, runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
 -- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows.
@@ -14,7 +14,7 @@ USING DELTA
 TBLPROPERTIES (
   'delta.enableChangeDataFeed'='true',
   'delta.enableDeletionVectors'='false',
-  'ivm.plan'='9309f887f83cc517'
+  'ivm.plan'='6e264fb57019677e'
 ) AS
 SELECT
   `category`,
@@ -25,14 +25,7 @@ FROM (
     `order_lines`.`__ivm_w` AS `__ivm_w`
   FROM (
     SELECT
-      `order_id` AS `order_id`,
-      `customer` AS `customer`,
-      `country` AS `country`,
-      `product` AS `product`,
       `category` AS `category`,
-      `quantity` AS `quantity`,
-      CAST(`amount` AS DECIMAL(10, 2)) AS `amount`,
-      `status` AS `status`,
       `__ivm_w` AS `__ivm_w`
     FROM `shop`.`__ivm_order_lines` VERSION AS OF :shop___ivm_order_lines_new
   ) AS `order_lines`
@@ -53,14 +46,7 @@ USING (
       `order_lines`.`__ivm_w` AS `__ivm_w`
     FROM (
       SELECT
-        `order_id` AS `order_id`,
-        `customer` AS `customer`,
-        `country` AS `country`,
-        `product` AS `product`,
         `category` AS `category`,
-        `quantity` AS `quantity`,
-        CAST(`amount` AS DECIMAL(10, 2)) AS `amount`,
-        `status` AS `status`,
         IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) * `__ivm_w` AS `__ivm_w`
       FROM TABLE_CHANGES(
         'shop.__ivm_order_lines',

@@ -2,7 +2,7 @@
 -- reads: shop.orders, shop.customers, shop.products
 -- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
--- each refresh: the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
+-- each refresh: each source's change data feed is read once per refresh and kept in memory for every stage that reads it; the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
 -- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows;
 -- execution: a change that reads under 32 MiB of Delta data (and is small itself), or a recompute that reads under 4 MiB, runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
 -- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows.
@@ -77,7 +77,7 @@ USING (
       `o`.`quantity` AS `quantity`,
       `o`.`quantity` * `p`.`price` AS `amount`,
       `o`.`status` AS `status`,
-      `o`.`__ivm_w` AS `__ivm_w`
+      `o`.`__ivm_w` * `c`.`__ivm_w` * `p`.`__ivm_w` AS `__ivm_w`
     FROM (
       SELECT
         `id` AS `id`,
@@ -88,9 +88,39 @@ USING (
         IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) AS `__ivm_w`
       FROM TABLE_CHANGES('shop.orders', :shop_orders_old + 1, :shop_orders_new)
     ) AS `o`
-    INNER JOIN `shop`.`customers` VERSION AS OF :shop_customers_old AS `c`
+    INNER JOIN (
+      SELECT
+        `id` AS `id`,
+        `name` AS `name`,
+        `country` AS `country`,
+        1 AS `__ivm_w`
+      FROM `shop`.`customers` VERSION AS OF :shop_customers_new
+      UNION ALL
+      SELECT
+        `id` AS `id`,
+        `name` AS `name`,
+        `country` AS `country`,
+        IF(`_change_type` IN ('insert', 'update_postimage'), -1, 1) AS `__ivm_w`
+      FROM TABLE_CHANGES('shop.customers', :shop_customers_old + 1, :shop_customers_new)
+    ) AS `c`
       ON `o`.`customer_id` = `c`.`id`
-    INNER JOIN `shop`.`products` VERSION AS OF :shop_products_old AS `p`
+    INNER JOIN (
+      SELECT
+        `id` AS `id`,
+        `name` AS `name`,
+        `category` AS `category`,
+        `price` AS `price`,
+        1 AS `__ivm_w`
+      FROM `shop`.`products` VERSION AS OF :shop_products_new
+      UNION ALL
+      SELECT
+        `id` AS `id`,
+        `name` AS `name`,
+        `category` AS `category`,
+        `price` AS `price`,
+        IF(`_change_type` IN ('insert', 'update_postimage'), -1, 1) AS `__ivm_w`
+      FROM TABLE_CHANGES('shop.products', :shop_products_old + 1, :shop_products_new)
+    ) AS `p`
       ON `o`.`product_id` = `p`.`id`
     UNION ALL
     SELECT
@@ -102,7 +132,7 @@ USING (
       `o`.`quantity` AS `quantity`,
       `o`.`quantity` * `p`.`price` AS `amount`,
       `o`.`status` AS `status`,
-      `c`.`__ivm_w` AS `__ivm_w`
+      `c`.`__ivm_w` * `p`.`__ivm_w` AS `__ivm_w`
     FROM `shop`.`orders` VERSION AS OF :shop_orders_new AS `o`
     INNER JOIN (
       SELECT
@@ -113,7 +143,23 @@ USING (
       FROM TABLE_CHANGES('shop.customers', :shop_customers_old + 1, :shop_customers_new)
     ) AS `c`
       ON `o`.`customer_id` = `c`.`id`
-    INNER JOIN `shop`.`products` VERSION AS OF :shop_products_old AS `p`
+    INNER JOIN (
+      SELECT
+        `id` AS `id`,
+        `name` AS `name`,
+        `category` AS `category`,
+        `price` AS `price`,
+        1 AS `__ivm_w`
+      FROM `shop`.`products` VERSION AS OF :shop_products_new
+      UNION ALL
+      SELECT
+        `id` AS `id`,
+        `name` AS `name`,
+        `category` AS `category`,
+        `price` AS `price`,
+        IF(`_change_type` IN ('insert', 'update_postimage'), -1, 1) AS `__ivm_w`
+      FROM TABLE_CHANGES('shop.products', :shop_products_old + 1, :shop_products_new)
+    ) AS `p`
       ON `o`.`product_id` = `p`.`id`
     UNION ALL
     SELECT

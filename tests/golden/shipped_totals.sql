@@ -2,7 +2,7 @@
 -- reads: shop.orders
 -- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
--- each refresh: the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
+-- each refresh: each source's change data feed is read once per refresh and kept in memory for every stage that reads it; the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
 -- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows;
 -- execution: a change that reads under 32 MiB of Delta data (and is small itself), or a recompute that reads under 4 MiB, runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
 -- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows.
@@ -41,9 +41,6 @@ USING (
       `orders`.`__ivm_w` AS `__ivm_w`
     FROM (
       SELECT
-        `id` AS `id`,
-        `customer_id` AS `customer_id`,
-        `product_id` AS `product_id`,
         `quantity` AS `quantity`,
         `status` AS `status`,
         IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) AS `__ivm_w`

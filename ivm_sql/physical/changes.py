@@ -1,0 +1,66 @@
+"""Each source's change data feed is read once per refresh, however many stages read it.
+
+A refresh's stages read the same changes over and over: every stage over ``orders`` reads
+``table_changes('orders', v0 + 1, v1)``, a join stage reads it in several terms, and a
+stage that recomputes touched keys reads its inputs' changes once for the keys and again
+for the rows. Each such read is planned by Delta anew (the commits of the range listed and
+read, the change files found) before a row is read. Here each distinct read (table and
+version range) becomes one temporary view of the change, computed on first use and kept in
+executor memory until the refresh ends; every query of the refresh reads that view instead.
+The rows are the same, so no result changes: this only decides how often they are fetched.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from sqlglot import exp
+
+from ivm_sql.sqlbuild import INTERNAL_PREFIX, ident, to_sql
+
+CHANGE_FUNCTION = "table_changes"
+_view_numbers = itertools.count()  # unique in the process, so refreshes in two threads never share a name
+
+
+class SourceChanges:
+    """The change data feed reads of one refresh, each kept once (``close`` releases them)."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self._views: dict[tuple[str, ...], str] = {}  # (table, first, last) as SQL -> its view
+        self._frames: list = []
+
+    def rewrite(self, query: exp.Query) -> exp.Query:
+        """``query`` (copied) with each ``table_changes(...)`` read replaced by its kept view."""
+
+        def swap(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) and node.this.name.lower() == CHANGE_FUNCTION:
+                return exp.Table(this=ident(self._view(node.this)), alias=node.args.get("alias"))
+            return node
+
+        return query.transform(swap)
+
+    def _view(self, read: exp.Anonymous) -> str:
+        key = tuple(to_sql(argument, pretty=False) for argument in read.expressions)
+        if key not in self._views:
+            from pyspark import StorageLevel
+
+            name = f"{INTERNAL_PREFIX}_changes{next(_view_numbers)}"
+            query = exp.select(exp.Star()).from_(exp.Table(this=read.copy()))
+            frame = self.spark.sql(to_sql(query, pretty=False)).persist(StorageLevel.MEMORY_AND_DISK)
+            frame.createOrReplaceTempView(name)
+            self._frames.append(frame)
+            self._views[key] = name
+        return self._views[key]
+
+    def close(self) -> None:
+        for name in self._views.values():
+            self.spark.catalog.dropTempView(name)
+        for frame in self._frames:
+            frame.unpersist()
+        self._views.clear()
+        self._frames.clear()
+
+
+def describe() -> str:
+    return "each source's change data feed is read once per refresh and kept in memory for every stage that reads it"
