@@ -36,13 +36,13 @@ class SparkCatalog:
     views); a query's schema is remembered in ``schemas`` across compiles, keyed by the query
     and the columns of the tables it reads, since analyzing it is most of a compile's time.
 
-    With ``log`` (a ``DeltaLog``), whether a table exists comes from one listing of its
-    database, and a Delta table's columns are remembered in ``columns`` across compiles,
+    ``log`` (a ``DeltaLog``) says whether a table exists, from one listing of its
+    database; a Delta table's columns are remembered in ``columns`` across compiles,
     keyed by its Delta id and latest version: a version's schema never changes, and reading
     the log costs less than Spark's resolving the table again.
     """
 
-    def __init__(self, spark, schemas: dict | None = None, columns: dict | None = None, log=None):
+    def __init__(self, spark, log, schemas: dict | None = None, columns: dict | None = None):
         self.spark = spark
         self.log = log
         self._columns: dict[str, Schema | None] = {}
@@ -55,8 +55,6 @@ class SparkCatalog:
         return self._columns[table]
 
     def _lookup(self, table: str) -> Schema | None:
-        if self.log is None:
-            return self._read_columns(table) if self.spark.catalog.tableExists(table) else None
         if not self.log.in_catalog(table):
             return None
         identity = self.log.identity(table)

@@ -101,7 +101,7 @@ class Project:
     def plans(self, names: Iterable[str] | None = None, log: delta_log.DeltaLog | None = None) -> list[ViewPlan]:
         """Plans in dependency order: the named views and every view they read (all if None)."""
         self._use_database()
-        catalog = SparkCatalog(self.spark, self._schemas, self._columns, log if log is not None else self.delta_log())
+        catalog = SparkCatalog(self.spark, log if log is not None else self.delta_log(), self._schemas, self._columns)
         plans = compile_views(self.views(), catalog, self.database, self._plans)
         if names is None:
             return plans
