@@ -98,6 +98,13 @@ def create_table(stage: Stage, query: exp.Query, fingerprint: str) -> exp.Create
     return statement
 
 
+def overwrite_table(stage: Stage, query: exp.Query) -> exp.Insert:
+    """INSERT OVERWRITE of a stage's whole content into its table as it stands: a recompute
+    that keeps the table's columns, properties and catalog entry (one Delta commit, where
+    CREATE OR REPLACE also rewrites the table's entry in the catalog)."""
+    return exp.Insert(this=table(stage.table), expression=query, overwrite=True)
+
+
 def plan_fingerprint(stage: Stage, output: Scan | None = None) -> str:
     """Changes whenever what the stage computes changes (its table must then be rebuilt);
     for a view's last stage, also when the view's columns are read differently."""

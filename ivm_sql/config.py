@@ -11,7 +11,7 @@ Layout (every key is optional; an empty file gives all defaults)::
       conf:                 # any extra Spark settings, passed through
         spark.sql.shuffle.partitions: 4
     refresh:
-      recompute_above: 0.1  # recompute a stage when its change is this share of its input rows; or never
+      recompute_above: 0.1  # recompute a stage when its change is this share of its input rows (or scans as much); or never
 
 Errors point at the offending line: the file is composed into yaml nodes first,
 which keep their positions, and only then turned into values.

@@ -32,3 +32,21 @@ def test_change_under_the_share_or_never_stays_incremental(share: float | None) 
 def test_compile_describes_the_decision() -> None:
     assert "10%" in CostModel(0.1).describe()
     assert "always incremental" in CostModel(None).describe()
+
+
+def test_change_that_scans_what_a_recompute_scans_is_recomputed_with_the_sizes() -> None:
+    """A change to both sides of a join scans each side whole in the other's term: as much
+    as a recompute, in more statements."""
+    assert CostModel(0.1).scan_reason(54_000_000, 27_000_000) == (
+        "cheaper than incremental: its change scans 54.0 MB of tables whole, a recompute 27.0 MB"
+    )
+    assert CostModel(0.1).scan_reason(27_000_000, 27_000_000) is not None
+
+
+@pytest.mark.parametrize("change, recompute", [(0, 19_000_000), (600_000, 19_700_000), (5, 0), (None, 10), (10, None)])
+def test_change_that_scans_less_or_unknown_stays_incremental(change: int | None, recompute: int | None) -> None:
+    assert CostModel(0.1).scan_reason(change, recompute) is None
+
+
+def test_never_turns_the_scans_rule_off_too() -> None:
+    assert CostModel(None).scan_reason(54_000_000, 27_000_000) is None

@@ -13,7 +13,7 @@ import pytest
 
 from ivm_sql.project import Project
 
-from oracle import ROUNDS, SEEDS, MakeProject, ViewSpec, compare_views, run_oracle, views_file
+from oracle import INCREMENTAL_ONLY, ROUNDS, SEEDS, MakeProject, ViewSpec, compare_views, run_oracle, views_file
 
 # views/50_outer.sql: LEFT, RIGHT, FULL OUTER joins (extra ON conditions, NULL keys), an
 # aggregate over an outer join, and a join with no equality
@@ -158,7 +158,7 @@ def test_not_in_follows_its_subquerys_nulls_and_emptiness(spark, tmp_project: Ma
     """NOT IN keeps per-value state, and recomputes every value exactly when the subquery
     empties, fills, or gains or loses a NULL: after each step, a refresh (incremental) and a
     comparison of both views with their SELECT."""
-    project = Project.open(tmp_project({"views/v.sql": views_file(NOT_IN)}), spark=spark)
+    project = Project.open(tmp_project({"views/v.sql": views_file(NOT_IN), "ivm.yaml": INCREMENTAL_ONLY}), spark=spark)
     for statement in (
         "CREATE TABLE l (id INT, v INT) USING DELTA",
         "CREATE TABLE r (v INT) USING DELTA",

@@ -14,7 +14,7 @@ from ivm_sql.errors import IvmError, SqlError
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import Refresher, ViewReport
 
-from oracle import ViewSpec, compare_views, views_file
+from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -39,8 +39,11 @@ STATUSES = ViewSpec("statuses", "SELECT DISTINCT status FROM orders", materializ
 COUNTRIES = ViewSpec("countries", "SELECT country, COUNT(*) AS n FROM customers GROUP BY country")
 
 
-def open_project(spark, tmp_project: MakeProject, specs: list[ViewSpec], setup=(ORDERS, CUSTOMERS, *SEED)) -> Project:
-    project = Project.open(tmp_project({"views/views.sql": views_file(specs)}), spark=spark)
+def open_project(spark, tmp_project: MakeProject, specs: list[ViewSpec], setup=(ORDERS, CUSTOMERS, *SEED),
+                 config: str = INCREMENTAL_ONLY) -> Project:
+    """A project of ``specs`` over seeded tables; the cost model is off unless ``config``
+    says otherwise, since these tests check what the incremental rules do."""
+    project = Project.open(tmp_project({"views/views.sql": views_file(specs), "ivm.yaml": config}), spark=spark)
     for statement in setup:
         project.sql(statement)
     return project
@@ -302,6 +305,31 @@ def test_large_change_is_recomputed_and_says_why(spark, tmp_project: MakeProject
         project.sql("UPDATE orders SET qty = qty + 1 WHERE id < 100")
         assert [r.action for r in project.refresh()] == ["incremental"]
         assert_correct(project, specs, setting)
+
+
+def test_change_to_both_sides_of_a_join_is_recomputed_when_that_scans_no_more(spark, tmp_project: MakeProject) -> None:
+    """The cost model's scans rule: a change to both orders and customers makes each join
+    term scan the other table whole, as much as a recompute scans, so the join is
+    recomputed (an INSERT OVERWRITE: the user's view is left as it is) and the view over it
+    follows; a change to orders alone scans only customers and is applied. With
+    recompute_above: never both are applied."""
+    specs = [LINES, BY_COUNTRY]
+    for config, both in (("", "recomputed"), (INCREMENTAL_ONLY, "incremental")):
+        project = open_project(spark, tmp_project, specs, config=config)
+        project.refresh()
+        project.sql("INSERT INTO orders VALUES (6, 2, 5, 'new')")
+        project.sql("UPDATE customers SET country = 'NL' WHERE id = 3")
+        reports = actions(project.refresh())
+        assert [action for action, _ in reports.values()] == [both, both], reports
+        if both == "recomputed":
+            assert reports["lines"][1].startswith("cheaper than incremental: its change scans "), reports
+            assert reports["by_country"][1].endswith("__ivm_lines was recomputed"), reports
+            history = project.sql(f"DESCRIBE HISTORY {project.plans(['lines'])[0].table} LIMIT 1").rows[0]
+            assert history[4] == "WRITE", history  # overwritten in place, not replaced
+        assert_correct(project, specs, config)
+        project.sql("DELETE FROM orders WHERE id = 6")
+        assert [r.action for r in project.refresh()] == ["incremental", "incremental"]
+        assert_correct(project, specs, config)
 
 
 def test_change_that_consolidates_to_nothing_skips_the_merge(spark, tmp_project: MakeProject) -> None:

@@ -1,9 +1,20 @@
-"""Incremental or recompute: a refresh recomputes a stage when its change is large.
+"""Incremental or recompute: a refresh recomputes a stage when that is cheaper.
 
-Applying a change costs about the change's size times a per-row factor (join terms, a MERGE
-that rewrites the files it touches); recomputing costs about the size of the inputs. When a
-change is a large share of what a stage reads, recomputing is cheaper, so the stage is
-rebuilt from its inputs' new versions instead, and the refresh says why.
+Applying a change costs the Delta data its query scans whole (the other side of each join
+term, the inputs of a touched-keys recompute), a few statements (plan and compute the
+change, then MERGE it), and the MERGE's pass over the stage's table. Recomputing costs the
+data its query scans, one statement, and writing the table. Delta offers no index and no
+dynamic file pruning, so a join term scans the whole of the other side however small its
+change is. Two rules pick the cheaper way, as Databricks' Enzyme does per refresh, and the
+refresh says which one fired:
+
+- **rows**: the change is a large share of the rows the stage reads;
+- **scans**: the change query scans, whole, at least as many bytes as the recompute does
+  (both pay for the stage's own table, once read and once written, so the scans decide, and
+  the incremental way's extra statements break a tie). A change to both sides of a join does
+  this: each side's term scans the other side in full.
+
+Sizes come from Delta's checksum files (no Spark job); an unknown size decides nothing.
 """
 
 from __future__ import annotations
@@ -14,14 +25,16 @@ from dataclasses import dataclass
 from ivm_sql.config import RefreshSettings
 
 # Below this many changed rows both ways cost Spark's fixed cost per statement, and a
-# recompute would also make every stage above it recompute: stay incremental.
+# recompute would also make every stage above it recompute: the rows rule stays quiet.
 SMALL_CHANGE = 10_000
+COST_REASON = "cheaper than incremental"  # how both rules' reasons start
 
 
 @dataclass(frozen=True)
 class CostModel:
     """``recompute_above``: the share of a stage's input rows above which a change is
-    recomputed (ivm.yaml ``refresh.recompute_above``); None: always incremental."""
+    recomputed (ivm.yaml ``refresh.recompute_above``); None: always incremental, both rules
+    off."""
 
     recompute_above: float | None
 
@@ -30,7 +43,7 @@ class CostModel:
         return cls(settings.recompute_above)
 
     def recompute_reason(self, changed_rows: Mapping[str, int], count_rows: Callable[[str], int]) -> str | None:
-        """Why a stage is recomputed instead of refreshed incrementally, or None.
+        """The rows rule: why a stage is recomputed instead of refreshed incrementally, or None.
 
         ``changed_rows``: rows changed since the stage's versions, per input it reads;
         ``count_rows(table)``: the rows an input holds now, asked only for a large change."""
@@ -43,8 +56,20 @@ class CostModel:
         if changed <= self.recompute_above * rows:
             return None
         return (
-            f"cheaper than incremental: {changed:,} changed rows are {changed / max(rows, 1):.0%} "
+            f"{COST_REASON}: {changed:,} changed rows are {changed / max(rows, 1):.0%} "
             f"of the {rows:,} rows it reads (recompute_above: {self.recompute_above:g})"
+        )
+
+    def scan_reason(self, change_bytes: int | None, recompute_bytes: int | None) -> str | None:
+        """The scans rule: the bytes of Delta tables the change query and the recompute scan
+        whole (each scan counted, repeats too; None: a size is unknown)."""
+        if self.recompute_above is None or change_bytes is None or recompute_bytes is None:
+            return None
+        if recompute_bytes == 0 or change_bytes < recompute_bytes:
+            return None
+        return (
+            f"{COST_REASON}: its change scans {_size(change_bytes)} of tables whole, "
+            f"a recompute {_size(recompute_bytes)}"
         )
 
     def describe(self) -> str:
@@ -52,5 +77,13 @@ class CostModel:
             return "always incremental (refresh.recompute_above: never)"
         return (
             f"recomputed instead when a refresh's changed rows exceed {self.recompute_above:.0%} "
-            f"of the rows the stage reads (refresh.recompute_above) and {SMALL_CHANGE:,} rows"
+            f"of the rows the stage reads (refresh.recompute_above) and {SMALL_CHANGE:,} rows, "
+            "or when its change would scan, whole, at least the bytes a recompute scans"
         )
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"

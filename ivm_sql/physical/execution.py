@@ -47,14 +47,19 @@ SMALL_DATA_SETTINGS = {
 }
 
 
-def scanned_versions(query: exp.Expression) -> list[tuple[str, int]]:
-    """The table versions a refresh query scans whole (``t VERSION AS OF n``); its change
-    data feed reads (``table_changes``) are not among them."""
-    return sorted({
+def scans(query: exp.Expression) -> list[tuple[str, int]]:
+    """Each scan of a whole table version in a refresh query (``t VERSION AS OF n``), repeats
+    included; its change data feed reads (``table_changes``) are not among them."""
+    return [
         (".".join(part.name for part in node.parts), int(node.args["version"].expression.name))
         for node in query.find_all(exp.Table)
         if node.args.get("version") is not None
-    })
+    ]
+
+
+def scanned_versions(query: exp.Expression) -> list[tuple[str, int]]:
+    """The distinct table versions a refresh query scans whole."""
+    return sorted(set(scans(query)))
 
 
 def is_small(table_bytes: Iterable[int | None], recompute: bool = False) -> bool:

@@ -4,8 +4,9 @@ For each stage: if its sources are at the versions its table records, nothing ru
 otherwise one MERGE applies the consolidated change between the recorded and pinned
 versions, and records the pinned ones in the same commit. A stage is recomputed instead,
 with the reason shown, when it is new, its definition changed, the user asked (--full), it
-compares with the current time, a table it reads was recomputed, or a source's history holds a change the change data feed
-does not describe (a REPLACE, RESTORE or schema change).
+compares with the current time, a table it reads was recomputed, a source's history holds
+a change the change data feed does not describe (a REPLACE, RESTORE or schema change), or
+the cost model (``physical.cost``) finds recomputing cheaper than applying the change.
 """
 
 from __future__ import annotations
@@ -19,17 +20,20 @@ from pyspark.errors import PySparkException
 from sqlglot import exp
 
 from ivm_sql.catalog import first_line
-from ivm_sql.compiler import ViewPlan, create_table
+from ivm_sql.compiler import ViewPlan, create_table, overwrite_table
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import execution, layout
-from ivm_sql.physical.cost import SMALL_CHANGE, CostModel
+from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
 from ivm_sql.runtime import delta_log
 from ivm_sql.sqlbuild import lit, table_at, to_sql
+
+
+RECOMPUTED_BELOW = " was recomputed"  # the reason of a stage over a recomputed table: "<table> was recomputed"
 
 
 @dataclass
@@ -61,6 +65,8 @@ class Refresher:
         self.current: dict[str, int] = {}  # table -> version this refresh reads
         self.base_of: dict[str, dict[str, int]] = {}  # ivm table -> base versions it reflects
         self.recomputed: set[str] = set()
+        self.feeds_on: set[str] = set()  # base tables whose change data feed this refresh checked
+        self.reshaped: set[str] = set()  # tables recomputed for a reason that may change their columns
         self.log = log if log is not None else delta_log.DeltaLog(spark)
         self.changes = SourceChanges(spark)
 
@@ -88,7 +94,7 @@ class Refresher:
             action, reason = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
             if action != "unchanged" and (report.action == "unchanged" or (report.action == "incremental" and not report.reason)):
                 report.action, report.reason = action, reason
-        if report.action in ("created", "recomputed") or not self.log.in_catalog(plan.name):
+        if any(stage.table in self.reshaped for stage in plan.stages) or not self.log.in_catalog(plan.name):
             self._run(lambda: self.spark.sql(to_sql(plan.user_view(), pretty=False)), plan.name)
         report.versions = dict(self.base_of[plan.table])
         report.seconds = time.perf_counter() - started
@@ -112,22 +118,32 @@ class Refresher:
             reason = self._history_reason(pins)
         if reason is None:
             reason = self.cost.recompute_reason(changed, lambda table: self._rows(table, self.current[table]))
+        change = None
+        if reason is None:
+            change = stage.change_query(pins)
+            reason = self.cost.scan_reason(self._scanned_bytes(change), self._scanned_bytes(self._initial(stage)))
         if reason is not None:
             self._enable_change_feeds(stage)
+            if not self._same_shape(stage, reason):
+                self.reshaped.add(stage.table)
         base = self._base_versions(stage)
         new_record = {"ids": {t: self.log.table_id(t) for t in stage.sources}, "plan": fingerprint, "sources": {t: self.current[t] for t in stage.sources}, "base": base}
         before = latest if exists else -1
         with delta_log.commit_record(self.spark, new_record):
             if reason is not None:
-                initial = stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources})
+                initial = self._initial(stage)
+                if exists and stage.table not in self.reshaped:
+                    statement = overwrite_table(stage, initial)
+                else:
+                    statement = create_table(stage, initial, fingerprint)
                 with execution.for_small_data(self.spark, enabled=self._is_small(initial, recompute=True)):
-                    self._run(lambda: self.spark.sql(to_sql(create_table(stage, initial, fingerprint), pretty=False)), stage.table)
+                    self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
                 loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
                 properties = layout.properties_after_load(loaded)
                 if properties:
                     self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
             else:
-                self._apply_change(stage, pins, latest, small_change=sum(changed.values()) <= SMALL_CHANGE)
+                self._apply_change(stage, change, latest, small_change=sum(changed.values()) <= SMALL_CHANGE)
             if self.log.latest_version(stage.table) == before:
                 # The change consolidated to nothing and Delta committed nothing: record the
                 # new versions anyway, or every later refresh would read them again.
@@ -143,10 +159,10 @@ class Refresher:
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
 
-    def _apply_change(self, stage: Stage, pins: Pins, own_version: int, small_change: bool) -> None:
-        """One MERGE of the stage's change, computed once; nothing when it is empty.
-        ``own_version``: the stage table's latest version, which the MERGE reads."""
-        change = stage.change_query(pins)
+    def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, small_change: bool) -> None:
+        """One MERGE of the stage's change (``change_query``; None: no source changed),
+        computed once; nothing when it is empty. ``own_version``: the stage table's latest
+        version, which the MERGE reads."""
         if change is None:
             return
         change = self.changes.rewrite(change)
@@ -182,6 +198,18 @@ class Refresher:
             changed[table] = sum(c.rows_changed for c in self.log.commits_between(table, old, new))
         return changed
 
+    def _initial(self, stage: Stage) -> exp.Select:
+        """The stage's whole content at the pinned versions: what a recompute runs."""
+        return stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources})
+
+    def _scanned_bytes(self, query: exp.Query | None) -> int | None:
+        """Bytes of the Delta table versions ``query`` scans whole, each scan counted; None
+        if a size is unknown."""
+        if query is None:
+            return 0
+        sizes = [self._run(lambda: self.log.size_bytes(t, v), t) for t, v in execution.scans(query)]
+        return None if None in sizes else sum(sizes)
+
     def _is_small(self, query: exp.Query, recompute: bool = False, also: list[tuple[str, int]] = ()) -> bool:
         """Whether the Delta data a statement reads is small enough for small-data execution:
         the table versions ``query`` scans whole and the tables in ``also`` (its change data
@@ -210,11 +238,19 @@ class Refresher:
             return stage.node.reason
         rebuilt = [t for t in stage.sources if t in self.recomputed]
         if rebuilt:
-            return f"{rebuilt[0]} was recomputed"
+            return f"{rebuilt[0]}{RECOMPUTED_BELOW}"
         missing = [t for t in stage.sources if t not in record.get("sources", {})]
         if missing:
             return f"no recorded version for {missing[0]}"
         return None
+
+    def _same_shape(self, stage: Stage, reason: str) -> bool:
+        """Whether a recompute for ``reason`` keeps the table's columns as they were: one the
+        cost model or the clock asked for, or one that follows such a recompute below it. Then the user's view over the table stands as it is (recreating a view
+        in the catalog costs about 0.5 s); after any other recompute it is created again."""
+        if reason.startswith(COST_REASON) or stage.every_refresh:
+            return True
+        return reason.endswith(RECOMPUTED_BELOW) and not any(t in self.reshaped for t in stage.sources)
 
     def _identity_reason(self, stage: Stage, record: dict) -> str | None:
         """A source dropped and created again restarts its versions: compare table ids."""
@@ -241,9 +277,10 @@ class Refresher:
 
     def _enable_change_feeds(self, stage: Stage) -> None:
         for table in stage.sources:
-            if table not in self.base_of:  # a base table, not one ivm writes
+            if table not in self.base_of and table not in self.feeds_on:  # a base table, not one ivm writes
                 self._run(lambda: delta_log.require_change_feed(self.spark, table), table)
                 self.current[table] = self.log.latest_version(table)
+                self.feeds_on.add(table)
 
     def _run(self, action, table: str):
         try:
