@@ -26,7 +26,7 @@ SUPPORTED = [
     ("SELECT DISTINCT, UNION", "SELECT DISTINCT b FROM t"),
     ("GROUP BY with COUNT, SUM, AVG; HAVING; expressions over them", "SELECT b, COUNT(*) AS n, SUM(a) * 2 AS s, AVG(a) AS m FROM t GROUP BY b HAVING COUNT(a) > 1"),
     ("global aggregate (no GROUP BY)", "SELECT COUNT(*) AS n, SUM(d) AS s FROM u"),
-    ("MIN, MAX, COUNT(DISTINCT), percentile, collect_set, max_by, stddev, ...", "SELECT b, MIN(a) AS lo, COUNT(DISTINCT a) AS n, max_by(k, a) AS top FROM t GROUP BY b"),
+    ("MIN, MAX, COUNT(DISTINCT), percentile, collect_set, sort_array(collect_list(x)), max_by, stddev, ...", "SELECT b, MIN(a) AS lo, COUNT(DISTINCT a) AS n, max_by(k, a) AS top FROM t GROUP BY b"),
     ("LEFT / RIGHT / FULL OUTER JOIN (extra ON conditions, NULL keys)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND u.d > 0"),
     ("outer join without an equality", "SELECT t.k, u.d FROM t FULL JOIN u ON t.a < u.k"),
     ("EXISTS, IN (correlated or not)", "SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.d > 0)"),
@@ -48,7 +48,7 @@ SUPPORTED = [
 
 REFUSED = [
     ("non-deterministic functions (rand, uuid, the current time outside a comparison with a column, ...)", "SELECT k, rand() AS r FROM t"),
-    ("order-dependent aggregates (first, last, collect_list, any_value)", "SELECT b, first(a) AS f FROM t GROUP BY b"),
+    ("order-dependent aggregates (first, last, collect_list unsorted, any_value)", "SELECT b, first(a) AS f FROM t GROUP BY b"),
     ("ORDER BY without LIMIT", "SELECT k FROM t ORDER BY k"),
     ("WITH RECURSIVE", "WITH RECURSIVE r AS (SELECT k FROM t UNION ALL SELECT k + 1 FROM r WHERE k < 3) SELECT k FROM r"),
     ("ROLLUP, CUBE, GROUPING SETS", "SELECT b, COUNT(*) AS n FROM t GROUP BY ROLLUP (b)"),

@@ -150,6 +150,20 @@ def test_union_all() -> None:
     assert [b.sources[0][1].table for b in branches] == ["db.t", "db.u", "db.w"]
 
 
+def test_union_branch_may_repeat_a_name_the_first_branch_gives_the_names() -> None:
+    """Spark names a later branch's columns after the first branch's, so a repeat there
+    (a literal named like a column) is no error."""
+    node = root("CREATE VIEW v AS SELECT a, b, c FROM t UNION ALL SELECT a, d, 'd' FROM u")
+    assert isinstance(node, UnionAll)
+    assert node.columns == ("a", "b", "c")
+    assert node.branches[1].columns == ("a", "d", "c")
+
+
+def test_first_branch_repeating_a_name_is_refused() -> None:
+    with pytest.raises(SqlError, match="two columns named a"):
+        root("CREATE VIEW v AS SELECT a, b AS a FROM t UNION ALL SELECT a, d FROM u")
+
+
 def test_union_is_distinct_over_union_all() -> None:
     node = root("CREATE VIEW v AS SELECT a FROM t UNION SELECT a FROM u")
     assert isinstance(node, Distinct)
@@ -524,7 +538,8 @@ def test_non_invertible_aggregates_recompute_touched_groups(call: str, group: st
     assert call.split("(")[0].upper() in recompute.reason
 
 
-@pytest.mark.parametrize("call", ["first(a)", "last(a)", "collect_list(a)", "any_value(a)"])
+@pytest.mark.parametrize("call", ["first(a)", "last(a)", "collect_list(a)", "any_value(a)", "concat(collect_list(a), array(1))",
+                                  "array_sort(collect_list(a), (x, y) -> 0)"])
 def test_order_dependent_aggregates_are_refused(call: str) -> None:
     with pytest.raises(UnsupportedError) as caught:
         compile_views(views(f"CREATE VIEW v AS\nSELECT b,\n  {call} AS x\nFROM t GROUP BY b"), CATALOG, "db")
@@ -628,3 +643,13 @@ def _walk(node: Node):
     yield node
     for child in node.inputs:
         yield from _walk(child)
+
+
+@pytest.mark.parametrize("call", ["sort_array(collect_list(a))", "sort_array(collect_list(a), false)", "array_sort(array_agg(a))"])
+def test_sorted_list_of_a_group_is_kept_per_key_like_collect_set(call: str) -> None:
+    """Sorting the list takes the row order out of it: kept like collect_set, recomputed per
+    touched group."""
+    node = root(f"CREATE VIEW v AS SELECT b, {call} AS x FROM t GROUP BY b")
+    ((_, recompute),) = node.sources
+    assert isinstance(recompute, Recompute)
+    assert recompute.keys == (("g0",),)

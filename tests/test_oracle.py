@@ -132,4 +132,4 @@ FILES = {
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_views_equal_their_select_after_random_changes(spark, tmp_project: MakeProject, seed: int) -> None:
-    run_oracle(spark, tmp_project, FILES, seed, ROUNDS)
+    run_oracle(spark, tmp_project, FILES, seed, ROUNDS, cost_round=True)

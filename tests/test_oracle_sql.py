@@ -66,7 +66,7 @@ AGGREGATES = [
     ViewSpec("status_extremes", """
 SELECT coalesce(status, 'none') AS status, MIN(qty) AS least, MAX(note) AS last_note,
        COUNT(DISTINCT customer_id) AS customers, SUM(DISTINCT qty) AS distinct_qty,
-       sort_array(collect_set(note)) AS notes, stddev_pop(qty) AS sd, percentile(qty, 0.5) AS median,
+       sort_array(collect_set(note)) AS notes, sort_array(collect_list(qty)) AS qtys, stddev_pop(qty) AS sd, percentile(qty, 0.5) AS median,
        COUNT(*) AS n
 FROM orders GROUP BY coalesce(status, 'none') HAVING MAX(qty) IS NULL OR MAX(qty) > 0"""),
     ViewSpec("order_range", "SELECT MIN(qty) AS lo, MAX(qty) AS hi, COUNT(DISTINCT status) AS statuses FROM orders"),
@@ -110,6 +110,10 @@ SETS_AND_GENERATORS = [
 SELECT id, -1 AS pos, explode(split(note, 'i')) AS part FROM orders
 UNION ALL
 SELECT id, posexplode(split(note, 'e')) FROM orders"""),
+    ViewSpec("labels", """
+SELECT id, status, 'status' AS kind FROM orders
+UNION ALL
+SELECT id, country, 'country' FROM customers"""),  # Spark names the literal country too: a repeat, allowed
     ViewSpec("qty_units", """
 SELECT o.id, t.pos, t.unit
 FROM orders o LATERAL VIEW OUTER posexplode(array_repeat(o.status, coalesce(o.qty, 0))) t AS pos, unit"""),

@@ -60,6 +60,18 @@ def invertible(node: exp.Expression) -> tuple[str, exp.Expression | None] | None
     return None
 
 
+def _order_dependent(call: exp.Expression) -> bool:
+    return isinstance(call, ORDER_DEPENDENT) or (isinstance(call, exp.Anonymous) and call.name.lower() in ORDER_DEPENDENT_NAMES)
+
+
+def _sorted_away(call: exp.Expression) -> bool:
+    """``sort_array(collect_list(x))`` (or ``array_sort``, without a comparator): the list's
+    order is sorted away, so the result depends only on the group's rows, like collect_set's."""
+    parent = call.parent
+    is_list = isinstance(call, exp.ArrayAgg) or (isinstance(call, exp.Anonymous) and call.name.lower() in ("collect_list", "array_agg"))
+    return is_list and isinstance(parent, exp.ArraySort) and parent.this is call and parent.find(exp.Lambda) is None
+
+
 def build(builder, select: exp.Select, sources, condition) -> Node:
     group = select.args.get("group")
     keys = list(group.expressions) if group is not None else []
@@ -70,7 +82,7 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
                 if call not in found:
                     found.append(call)
     for call in found:
-        if isinstance(call, ORDER_DEPENDENT) or (isinstance(call, exp.Anonymous) and call.name.lower() in ORDER_DEPENDENT_NAMES):
+        if _order_dependent(call) and not _sorted_away(call):
             raise builder.unsupported(
                 call, f"order-dependent aggregate {call.sql('spark')}",
                 "its result depends on row order, which SQL leaves undefined: use MIN, MAX, max_by or collect_set",

@@ -76,7 +76,8 @@ class Builder:
                 ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
         if isinstance(query, exp.Union):
             _check_known(self, query, UNION_CLAUSES)
-            branches = (self.query(query.left, ctes), self.query(query.right, ctes))
+            left = self.query(query.left, ctes)
+            branches = (left, self.query(_named_like(query.right, left.columns), ctes))
             node: Node = UnionAll(branches, branches[0].columns)
             self._check_order_limit(query)
             return Distinct(node, node.columns) if query.args.get("distinct") else node
@@ -261,3 +262,24 @@ def _check_known(builder: Builder, node: exp.Expression, known: set[str]) -> Non
 
 def _unalias(expression: exp.Expression) -> exp.Expression:
     return expression.this if isinstance(expression, exp.Alias) else expression
+
+
+def _named_like(branch: exp.Expression, names: tuple[str, ...]) -> exp.Expression:
+    """A later UNION branch whose own names repeat, its repeats renamed after the union's.
+
+    Only the first branch names a union's columns, so Spark accepts ``SELECT id, avg_bal,
+    'avg_bal'`` as a second branch though two of its columns are named avg_bal; renaming
+    the repeats positionally changes nothing the union outputs."""
+    if not isinstance(branch, exp.Select) or len(branch.expressions) != len(names):
+        return branch
+    own = [e.alias_or_name.lower() for e in branch.expressions]
+    if len(set(own)) == len(own) or any(isinstance(e, exp.Star) for e in branch.expressions):
+        return branch
+    renamed = branch.copy()
+    seen: set[str] = set()
+    for i, expression in enumerate(renamed.expressions):
+        if own[i] in seen:
+            expression.replace(exp.alias_(expression.unalias().copy(), names[i], quoted=True))
+        seen.add(own[i])
+    return renamed
+
