@@ -154,6 +154,12 @@ def test_view_comparing_with_the_current_time_is_recomputed_by_every_refresh(spa
     assert not compare_views(spark, project.database, [recent, STATUSES], "second refresh")
     verified = {r.view.split(".")[-1]: r for r in project.verify()}
     assert verified["recent"].ok and "current time" in verified["recent"].problem
+    # an edit that changes its columns rebuilds the table and the view, not an overwrite in the old shape
+    edited = ViewSpec("recent", recent.select.replace("SELECT id, qty", "SELECT id, qty, status"))
+    (project.root / "views/views.sql").write_text(views_file([edited, STATUSES]))
+    assert actions(project.refresh())["recent"] == ("recomputed", "definition changed")
+    assert project.sql("SELECT * FROM recent").columns == ["id", "qty", "status"]
+    assert not compare_views(spark, project.database, [edited, STATUSES], "after the edit")
 
 
 def test_edited_view_and_its_dependents_are_recomputed(spark, tmp_project: MakeProject) -> None:

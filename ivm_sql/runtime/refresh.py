@@ -248,7 +248,7 @@ class Refresher:
         """Whether a recompute for ``reason`` keeps the table's columns as they were: one the
         cost model or the clock asked for, or one that follows such a recompute below it. Then the user's view over the table stands as it is (recreating a view
         in the catalog costs about 0.5 s); after any other recompute it is created again."""
-        if reason.startswith(COST_REASON) or stage.every_refresh:
+        if reason.startswith(COST_REASON) or (stage.every_refresh and reason == stage.node.reason):
             return True
         return reason.endswith(RECOMPUTED_BELOW) and not any(t in self.reshaped for t in stage.sources)
 
