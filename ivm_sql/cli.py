@@ -119,6 +119,8 @@ def status(ctx: typer.Context) -> None:
                 table.add_row(item.view, "-", "never refreshed", "-")
                 continue
             versions = ", ".join(f"{t}@{v}" for t, v in sorted(item.versions.items()))
+            if item.now is not None:  # a filter on the current time was evaluated then
+                versions += f", now@{item.now.isoformat(sep=' ', timespec='seconds')}"
             pending = ", ".join(f"{t}@{v}" for t, v in sorted(item.pending.items())) or "none"
             table.add_row(item.view, versions, pending, str(item.rows))
         out.print(table)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from graphlib import CycleError, TopologicalSorter
 
@@ -13,12 +14,14 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from ivm_sql.algebra.build import Builder, compares_with_current_time
-from ivm_sql.algebra.nodes import Recompute, Scan
+from ivm_sql.algebra.clock import clock_only_in_filters
+from ivm_sql.algebra.nodes import Node, Recompute, Scan
 from ivm_sql.algebra.prune import prune
 from ivm_sql.catalog import Catalog, QueryError, Schema
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.incremental.stages import Stage, plan_stages
+from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Versions
 from ivm_sql.physical import changes, execution, layout, materialize
 from ivm_sql.physical.cost import CostModel
@@ -105,11 +108,19 @@ def overwrite_table(stage: Stage, query: exp.Query) -> exp.Insert:
     return exp.Insert(this=table(stage.table), expression=query, overwrite=True)
 
 
+def symbolic_pins(stages: Iterable[Stage]) -> dict[str, Versions]:
+    """Placeholders for the versions of every source the stages read (and the clock's)."""
+    stages = list(stages)
+    pins = {t: Versions.symbolic(t) for stage in stages for t in stage.sources}
+    if any(stage.reads_clock for stage in stages):
+        pins[CLOCK] = SYMBOLIC_CLOCK
+    return pins
+
+
 def plan_fingerprint(stage: Stage, output: Scan | None = None) -> str:
     """Changes whenever what the stage computes changes (its table must then be rebuilt);
     for a view's last stage, also when the view's columns are read differently."""
-    symbolic = {t: Versions.symbolic(t) for t in stage.sources}
-    text = f"{stage.kind}\n{to_sql(stage.initial_query(symbolic), pretty=False)}"
+    text = f"{stage.kind}\n{to_sql(stage.initial_query(symbolic_pins([stage])), pretty=False)}"
     if output is not None:
         text += f"\n{to_sql(rows_query(output), pretty=False)}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -210,7 +221,7 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
     if view.full_refresh:
         root = full_recompute(qualified, schema, resolve)
     elif compares_with_current_time(qualified):
-        root = full_recompute(qualified, schema, resolve, every_refresh=True)
+        root = _temporal(view, qualified, resolve) or full_recompute(qualified, schema, resolve, every_refresh=True)
     else:
         root = Builder(view, resolve).query(qualified, {})
     if len(root.columns) != len(schema):
@@ -224,6 +235,17 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
     output = _with_schema(output, schema)
     depends = tuple(n for n in references(view, database) if n in plans)
     return ViewPlan(view, database, tuple(stages), output, schema, depends)
+
+
+def _temporal(view: ViewDef, qualified: exp.Query, resolve) -> Node | None:
+    """The algebra of a view that compares with the current time, if every such comparison
+    is a filter the temporal rule maintains (``incremental.temporal``); None otherwise, and
+    the view is recomputed on every refresh."""
+    try:
+        root = Builder(view, resolve, clock_in_filters=True).query(qualified, {})
+    except UnsupportedError:
+        return None
+    return root if clock_only_in_filters(root) else None
 
 
 def full_recompute(query: exp.Query, schema: Schema, resolve, every_refresh: bool = False) -> Recompute:
@@ -345,7 +367,7 @@ def _with_schema(output: Scan, schema: Schema) -> Scan:
 def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSettings())) -> str:
     """The SQL that maintains a view, for `ivm compile`: tables, refresh statements, view,
     and the physical decisions a refresh takes around them."""
-    symbolic = {t: Versions.symbolic(t) for s in plan.stages for t in s.sources}
+    symbolic = symbolic_pins(plan.stages)
     lines = [
         f"-- view {plan.name}  ({plan.view.location})",
         f"-- reads: {', '.join(plan.base_tables + tuple(plan.depends_on)) or 'nothing'}",
@@ -356,6 +378,8 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         f"-- execution: {execution.describe()};",
         f"-- each incremental stage: {cost.describe()}.",
     ]
+    if CLOCK in symbolic:
+        lines.insert(4, "-- :clock_old is the time a stage reflects, :clock_new the time this refresh reads the clock at.")
     for number, stage in enumerate(plan.stages, 1):
         lines += [
             "",

@@ -8,6 +8,7 @@ layer over it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -16,6 +17,7 @@ from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler import ViewPlan, compile_views, render
 from ivm_sql.config import Config, load_config
 from ivm_sql.errors import ConfigError, IvmError, SqlError
+from ivm_sql.incremental.temporal import moment
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import delta_log
 from ivm_sql.runtime.refresh import Refresher, ViewReport
@@ -39,6 +41,7 @@ class ViewStatus:
     versions: dict[str, int]  # base table -> version the view reflects
     pending: dict[str, int]  # base table -> newer version not yet reflected
     rows: int | None
+    now: datetime | None = None  # the time its filters on the current time were evaluated at
 
 
 @dataclass(frozen=True)
@@ -137,11 +140,14 @@ class Project:
 
     def refresh(
         self, views: Iterable[str] | None = None, full: bool = False,
-        on_view: Callable[[ViewReport], None] | None = None,
+        on_view: Callable[[ViewReport], None] | None = None, now: datetime | None = None,
     ) -> list[ViewReport]:
-        """Bring views (and the views they read) up to date with all source changes."""
+        """Bring views (and the views they read) up to date with all source changes.
+
+        ``now``: the time a filter on the current time is evaluated at (default: the clock's)."""
         log = self.delta_log()
-        return Refresher(self.spark, full=full, cost=self.cost_model, log=log).refresh(self.plans(views, log), on_view)
+        refresher = Refresher(self.spark, full=full, cost=self.cost_model, log=log, now=now)
+        return refresher.refresh(self.plans(views, log), on_view)
 
     def status(self) -> list[ViewStatus]:
         result = []
@@ -155,7 +161,8 @@ class Project:
             latest = {t: log.latest_version(t) for t in versions}
             pending = {t: v for t, v in latest.items() if v != versions[t]}
             rows = self.spark.table(plan.name).count()
-            result.append(ViewStatus(plan.name, True, versions, pending, rows))
+            now = moment(record["now"]) if "now" in record else None
+            result.append(ViewStatus(plan.name, True, versions, pending, rows, now))
         return result
 
     def verify(self, views: Iterable[str] | None = None) -> list[VerifyResult]:

@@ -42,7 +42,8 @@ SUPPORTED = [
     ("explode, posexplode, inline in SELECT (inline with its columns named)", "SELECT k, posexplode(arr) AS (pos, x) FROM t WHERE a > 0"),
     ("LATERAL VIEW [OUTER] explode / posexplode / inline", "SELECT t.k, e.pos, e.x FROM t LATERAL VIEW OUTER posexplode(t.arr) e AS pos, x"),
     ("subqueries in FROM, WITH", "WITH g AS (SELECT k, SUM(a) AS s FROM t GROUP BY k) SELECT g.k, g.s, u.d FROM g JOIN u ON g.k = u.k"),
-    ("a column compared with the current time (current_timestamp, current_date, now)", "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400"),
+    ("a filter comparing a column with the current time (current_timestamp, current_date, now): a temporal filter", "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400"),
+    ("the current time compared with a column outside a filter (an outer join's ON, a SELECT expression)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND t.a > unix_timestamp(now()) - 60"),
     ("any SELECT marked TBLPROPERTIES ('ivm.refresh' = 'full'), rand() allowed", "SELECT k, rand() AS r FROM t"),
 ]
 

@@ -10,7 +10,8 @@ from sqlglot import exp
 from ivm_sql import compiler
 from ivm_sql.algebra.nodes import AggCall, Aggregate, Distinct, Node, Recompute, Scan, Select, UnionAll
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.compiler import compile_views
+from ivm_sql.compiler import compile_views, render
+from ivm_sql.incremental.stages import TEMPORAL
 from ivm_sql.errors import IvmError, Location, SqlError, UnsupportedError
 from ivm_sql.viewdefs import parse_view
 
@@ -615,12 +616,35 @@ def test_subquery_in_having_filters_the_grouped_rows() -> None:
     "WHERE b BETWEEN unix_timestamp(now()) - 86400 AND unix_timestamp(now())",
     "WHERE a = 1 AND unix_timestamp(current_timestamp()) - b < 3600",
 ])
-def test_comparing_with_the_current_time_recomputes_on_every_refresh(where: str) -> None:
-    """A time window over a column is allowed: the view is recomputed by every refresh, and
-    `ivm compile` says so."""
+def test_a_filter_on_the_current_time_is_a_temporal_filter(where: str) -> None:
+    """A time window over a column is linear in the rows and the clock: maintained from the
+    rows whose bound the clock passed, and `ivm compile` says so."""
     (plan,) = compile_views(views(f"CREATE VIEW v AS SELECT a, b FROM t {where}"), CATALOG, "db")
     (stage,) = plan.stages
-    assert stage.every_refresh and stage.recomputes_all
+    assert stage.reads_clock and not stage.every_refresh and stage.kind == "bag"
+    assert stage.strategy.endswith(TEMPORAL)
+    rendered = render(plan)
+    assert ":clock_old" in rendered and ":clock_new" in rendered
+    assert not any(read in rendered for read in ("CURRENT_DATE", "CURRENT_TIMESTAMP", "NOW("))  # all pinned
+
+
+def test_a_filter_on_the_current_time_inside_a_subquery_is_a_temporal_input_of_its_recompute() -> None:
+    """EXISTS recomputes the keys its inputs' changes touch; the clock's change is one of them."""
+    body = "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.d > unix_timestamp(now()))"
+    (plan,) = compile_views(views(f"CREATE VIEW v AS {body}"), CATALOG, "db")
+    (stage,) = plan.stages
+    assert stage.kind == "recompute" and stage.reads_clock and not stage.every_refresh
+    assert stage.strategy == f"recompute touched keys: EXISTS subquery; {TEMPORAL}"
+
+
+@pytest.mark.parametrize("body", [
+    "SELECT t.a, u.d FROM t LEFT JOIN u ON t.a = u.a AND t.b > unix_timestamp(now()) - 60",
+    "SELECT a, b > unix_timestamp(now()) AS later FROM t",
+])
+def test_the_current_time_outside_a_filter_recomputes_on_every_refresh(body: str) -> None:
+    (plan,) = compile_views(views(f"CREATE VIEW v AS {body}"), CATALOG, "db")
+    (stage,) = plan.stages
+    assert stage.every_refresh and stage.recomputes_all and stage.reads_clock
     assert stage.strategy.startswith("recompute all on every refresh: it compares columns with the current time")
 
 

@@ -7,6 +7,7 @@ from typing import Callable
 from sqlglot import exp
 
 from ivm_sql.algebra import aggregates, generators, setops, subqueries, windows
+from ivm_sql.algebra.clock import is_clock_read
 from ivm_sql.algebra.joins import Inputs
 from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
 from ivm_sql.errors import SqlError, UnsupportedError
@@ -21,8 +22,6 @@ NONDETERMINISTIC_NAMES = {
     "monotonically_increasing_id", "spark_partition_id", "input_file_name", "localtimestamp",
 }
 GENERATORS = (exp.Explode, exp.Posexplode, exp.Inline)
-CURRENT_TIME = (exp.CurrentTimestamp, exp.CurrentDate)
-CURRENT_TIME_NAMES = {"now", "current_timestamp", "current_date", "localtimestamp"}
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
 
 
@@ -30,11 +29,11 @@ def compares_with_current_time(query: exp.Expression) -> bool:
     """True if the query reads the current time, only ever in a comparison with a column
     (``WHERE created > current_timestamp() - INTERVAL 1 DAY``), and calls no other
     non-deterministic function. Such a view is a function of its sources and the time of
-    the refresh: it is recomputed on every refresh."""
+    the refresh (``algebra.clock``)."""
     found = False
     for node in query.walk():
         name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
-        if isinstance(node, CURRENT_TIME) or name in CURRENT_TIME_NAMES:
+        if is_clock_read(node):
             comparison = node.find_ancestor(*COMPARISONS)
             if comparison is None or comparison.find(exp.Column) is None:
                 return False
@@ -50,9 +49,10 @@ class Builder:
     ``resolve`` gives the node that reads a table or another view (a Scan).
     """
 
-    def __init__(self, view: ViewDef, resolve: Callable[[exp.Table], Node]):
+    def __init__(self, view: ViewDef, resolve: Callable[[exp.Table], Node], clock_in_filters: bool = False):
         self.view = view
         self.resolve = resolve
+        self.clock_in_filters = clock_in_filters  # the current time allowed in WHERE and HAVING
 
     def unsupported(self, node: exp.Expression, what: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{what} in view {self.view.name}", location=self.view.locate(node), hint=hint)
@@ -114,7 +114,7 @@ class Builder:
             self._check_expression(expression, generators=True)
         for expression in [condition, select.args.get("having")]:
             if expression is not None:
-                self._check_expression(expression)
+                self._check_expression(expression, clock=self.clock_in_filters)
         group = select.args.get("group")
         calls = [a for e in select.expressions for a in aggregates.calls_in(e)]
         has_windows = any(e.find(exp.Window) for e in select.expressions) or select.args.get("qualify") is not None
@@ -222,13 +222,15 @@ class Builder:
 
     # expressions ---------------------------------------------------------------------------
 
-    def _check_expression(self, expression: exp.Expression, generators: bool = False) -> None:
+    def _check_expression(self, expression: exp.Expression, generators: bool = False, clock: bool = False) -> None:
         for node in expression.walk():
             if isinstance(node, (exp.Subquery, exp.Exists)) or (isinstance(node, exp.In) and node.args.get("query")):
                 raise self.unsupported(node, "a subquery in an expression", "join with the subquery in FROM instead")
             if isinstance(node, GENERATORS) and not (generators and (node is expression or node.parent is expression)):
                 raise self.unsupported(node, f"{node.key.upper()} inside an expression", "generate rows with LATERAL VIEW and use its columns")
             name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+            if clock and is_clock_read(node):
+                continue
             if isinstance(node, NONDETERMINISTIC) or name in NONDETERMINISTIC_NAMES:
                 raise self.unsupported(
                     node, f"non-deterministic function {node.sql('spark')}",

@@ -13,7 +13,9 @@ from typing import Callable
 
 from sqlglot import exp
 
+from ivm_sql.algebra.clock import reads_clock
 from ivm_sql.algebra.nodes import Node, Scan, Select
+from ivm_sql.incremental.temporal import CLOCK, CLOCK_TERM, at_time, crossed
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import WEIGHT, alias, col, lit, product, subquery, union_all
 
@@ -22,10 +24,13 @@ Delta = Callable[[Node, Pins], "exp.Query | None"]
 
 
 def select_snapshot(node: Select, pins: Pins, when: str, snapshot: Snapshot) -> exp.Select:
-    return _assemble(node, [_snapshot_source(name, child, pins, when, snapshot) for name, child in node.sources])
+    sources = [_snapshot_source(name, child, pins, when, snapshot) for name, child in node.sources]
+    return _assemble(node, sources, _conditions(node, pins, when))
 
 
 def select_delta(node: Select, pins: Pins, snapshot: Snapshot, delta: Delta) -> exp.Query | None:
+    """The terms of the n-way rule, filtered at the new time, and, for a filter on the clock
+    that moved, the rows whose bound it passed (``temporal``)."""
     terms = []
     for i, (name, child) in enumerate(node.sources):
         change = delta(child, pins)
@@ -38,8 +43,29 @@ def select_delta(node: Select, pins: Pins, snapshot: Snapshot, delta: Delta) -> 
             else:
                 when = "new" if j < i else "old"
                 sources.append(_snapshot_source(other_name, other, pins, when, snapshot))
-        terms.append(_assemble(node, sources))
+        terms.append(_assemble(node, sources, _conditions(node, pins, "new")))
+    if reads_clock(node.condition) and pins[CLOCK].changed:
+        terms.append(_clock_term(node, pins, snapshot))
     return union_all(terms) if terms else None
+
+
+def _clock_term(node: Select, pins: Pins, snapshot: Snapshot) -> exp.Select:
+    """(σ_{p_T2} - σ_{p_T1})(R_old): the old rows whose bound the clock passed, signed.
+    Aliased CLOCK_TERM, so the cost model knows its scans are range reads (``execution``)."""
+    sources = [_snapshot_source(name, child, pins, "old", snapshot) for name, child in node.sources]
+    steady = [c for c in _conjuncts(node.condition) if not reads_clock(c)]
+    found, sign = crossed([c for c in _conjuncts(node.condition) if reads_clock(c)], pins)
+    term = _assemble(node, sources, [*steady, found], sign)
+    return exp.select(*(col(c) for c in node.columns), col(WEIGHT)).from_(subquery(term, CLOCK_TERM))
+
+
+def _conditions(node: Select, pins: Pins, when: str) -> list[exp.Expression]:
+    """The filter's conjuncts, the clock read at the old or new time."""
+    conjuncts = _conjuncts(node.condition)
+    if not reads_clock(node.condition):
+        return conjuncts
+    now = pins[CLOCK].new if when == "new" else pins[CLOCK].old
+    return [at_time(c, now) for c in conjuncts]
 
 
 def _snapshot_source(name: str, child: Node, pins: Pins, when: str, snapshot: Snapshot):
@@ -55,17 +81,18 @@ def _snapshot_source(name: str, child: Node, pins: Pins, when: str, snapshot: Sn
     return subquery(query, name), col(WEIGHT, name)
 
 
-def _assemble(node: Select, sources: list[tuple[exp.Expression, exp.Expression]]) -> exp.Select:
-    """SELECT exprs, product of weights FROM s1 JOIN s2 ON ... WHERE ...
+def _assemble(node: Select, sources: list[tuple[exp.Expression, exp.Expression]], conditions: list[exp.Expression],
+              sign: exp.Expression | None = None) -> exp.Select:
+    """SELECT exprs, product of weights (times ``sign``) FROM s1 JOIN s2 ON ... WHERE ...
 
-    Each conjunct of the condition goes to the first join where all inputs it reads are
+    Each of the ``conditions`` (the node's conjuncts) goes to the first join where all inputs it reads are
     present, so Spark sees equi-joins rather than a cross join and a filter.
     """
-    weights = [w for _, w in sources if not (isinstance(w, exp.Literal) and w.this == "1")]
+    weights = [w for _, w in sources if not (isinstance(w, exp.Literal) and w.this == "1")] + ([sign] if sign is not None else [])
     outputs = [alias(e.copy(), name) for e, name in zip(node.exprs, node.columns)]
     outputs.append(alias(product(weights) if weights else lit(1), WEIGHT))
     select = exp.select(*outputs).from_(sources[0][0])
-    pending = _conjuncts(node.condition)
+    pending = conditions
     available = {node.sources[0][0]}
     for (name, _), (source, _) in zip(node.sources[1:], sources[1:]):
         available.add(name)

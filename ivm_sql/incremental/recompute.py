@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Node, Recompute, Scan, Select, UnionAll
 from ivm_sql.incremental import delta, snapshot
+from ivm_sql.incremental.temporal import CLOCK, at_time
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import (
     WEIGHT, alias, col, consolidate, lit, null_safe_eq, subquery, table, union_all,
@@ -115,6 +116,8 @@ def output(node: Recompute, inputs: dict[str, exp.Query]) -> exp.Query:
 
 def initial(node: Recompute, pins: Pins) -> exp.Select:
     result = output(node, {name: rows(child, pins) for name, child in node.sources})
+    if node.every_refresh:  # the current time, read as the time the refresh pinned
+        result = at_time(result, pins[CLOCK].new)
     weighted = exp.select(*(col(c) for c in stored_columns(node)), alias(lit(1), WEIGHT)).from_(subquery(result, "o"))
     return consolidate(weighted, stored_columns(node))
 

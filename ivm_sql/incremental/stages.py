@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
+from ivm_sql.algebra.clock import node_reads_clock, reads_clock
 from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Recompute, Scan, Select, UnionAll, scans
 from ivm_sql.incremental import aggregate, bag, delta, distinct, recompute, snapshot
 from ivm_sql.incremental.versions import Pins
@@ -23,6 +24,7 @@ STRATEGIES = {
     "distinct": "incremental: per-row counts, a row appears or disappears when its count crosses zero",
     "aggregate": "incremental: COUNT/SUM/AVG per group updated from the change alone",
 }
+TEMPORAL = "temporal filter: rows enter and leave as the clock passes their bounds"
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,7 +63,18 @@ class Stage:
         return isinstance(self.node, Recompute) and self.node.every_refresh
 
     @property
+    def reads_clock(self) -> bool:
+        """Whether a filter of this stage compares with the current time (``temporal``)."""
+        return node_reads_clock(self.node)
+
+    @property
     def strategy(self) -> str:
+        if self.reads_clock and not self.every_refresh:
+            return f"{self._strategy}; {TEMPORAL}"
+        return self._strategy
+
+    @property
+    def _strategy(self) -> str:
         if isinstance(self.node, Recompute):
             scope = "recompute touched keys"
             if self.recomputes_all:
@@ -158,7 +171,9 @@ def plan_stages(database: str, view: str, root: Node) -> tuple[list[Stage], Scan
     lowering = Lowering(database, view)
     top, above = root, None
     stateful = (Distinct, Aggregate, Recompute)
-    if isinstance(root, Select) and len(root.sources) == 1 and isinstance(root.sources[0][1], stateful):
+    # A filter on the clock stays a stage: a reader is evaluated when queried, not at a refresh.
+    foldable = isinstance(root, Select) and not reads_clock(root.condition)
+    if foldable and len(root.sources) == 1 and isinstance(root.sources[0][1], stateful):
         above, top = root, root.sources[0][1]
     if isinstance(top, stateful):
         output = lowering.stage(top, final=True)

@@ -26,6 +26,8 @@ from contextlib import contextmanager
 
 from sqlglot import exp
 
+from ivm_sql.incremental.temporal import CLOCK_TERM
+
 # Below this many bytes of Delta tables read, a statement that applies a change runs with
 # SMALL_DATA_SETTINGS. Measured on TPC-H SF 0.1 (docs/performance.md): at 32 MiB a 0.1%
 # refresh round took 86 s against 118 s all compiled; at 4 MiB, 116 s, because most stages
@@ -47,14 +49,25 @@ SMALL_DATA_SETTINGS = {
 }
 
 
-def scans(query: exp.Expression) -> list[tuple[str, int]]:
+def scans(query: exp.Expression, range_reads: bool = True) -> list[tuple[str, int]]:
     """Each scan of a whole table version in a refresh query (``t VERSION AS OF n``), repeats
-    included; its change data feed reads (``table_changes``) are not among them."""
+    included; its change data feed reads (``table_changes``) are not among them. Without
+    ``range_reads``, nor are the reads of rows a moving clock passed (``incremental.temporal``):
+    a range predicate on a time column, which Delta's file statistics prune."""
     return [
         (".".join(part.name for part in node.parts), int(node.args["version"].expression.name))
         for node in query.find_all(exp.Table)
-        if node.args.get("version") is not None
+        if node.args.get("version") is not None and (range_reads or not _in_clock_term(node))
     ]
+
+
+def _in_clock_term(node: exp.Expression) -> bool:
+    above = node.parent
+    while above is not None:
+        if isinstance(above, exp.Subquery) and above.alias == CLOCK_TERM:
+            return True
+        above = above.parent
+    return False
 
 
 def scanned_versions(query: exp.Expression) -> list[tuple[str, int]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Callable
 
 from py4j.protocol import Py4JJavaError
@@ -24,6 +25,7 @@ from ivm_sql.compiler import ViewPlan, create_table, overwrite_table
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
+from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import execution, layout
 from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CostModel
@@ -47,6 +49,7 @@ class ViewReport:
     rows_out: int = 0  # rows of the view's tables inserted, updated or deleted
     seconds: float = 0.0
     versions: dict[str, int] = field(default_factory=dict)  # base table -> version reflected
+    now: datetime | None = None  # the time its filters on the current time were evaluated at
 
     @property
     def strategy(self) -> str:
@@ -57,8 +60,12 @@ class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
     def __init__(self, spark, full: bool = False, cost: CostModel = CostModel.from_settings(RefreshSettings()),
-                 log: delta_log.DeltaLog | None = None):
+                 log: delta_log.DeltaLog | None = None, now: datetime | None = None):
         self.spark = spark
+        # "now" is pinned once per refresh, like the sources' versions: every stage that
+        # compares with the current time sees the same instant.
+        self.now = micros(now or datetime.now(timezone.utc))
+        self.now_of: dict[str, int] = {}  # ivm table -> the time it reflects, if it reads the clock
         self.full = full
         self.cost = cost
         self.row_counts: dict[tuple[str, int], int] = {}  # (table, version) -> rows, for the cost model
@@ -97,6 +104,8 @@ class Refresher:
         if any(stage.table in self.reshaped for stage in plan.stages) or not self.log.in_catalog(plan.name):
             self._run(lambda: self.spark.sql(to_sql(plan.user_view(), pretty=False)), plan.name)
         report.versions = dict(self.base_of[plan.table])
+        if plan.table in self.now_of:
+            report.now = moment(self.now_of[plan.table])
         report.seconds = time.perf_counter() - started
         return report
 
@@ -107,9 +116,11 @@ class Refresher:
         reason = self._recompute_reason(stage, fingerprint, exists, record)
         if reason is None:
             reason = self._identity_reason(stage, record)
-        if reason is None and all(recorded[t] == self.current[t] for t in stage.sources):
+        clock_moved = stage.reads_clock and record.get("now") != self.now
+        if reason is None and not clock_moved and all(recorded[t] == self.current[t] for t in stage.sources):
             self.current[stage.table] = latest
             self.base_of[stage.table] = record.get("base", {})
+            self._keep_time(stage.table, record.get("now"))
             return "unchanged", ""
         if reason is None:
             pins = self._pins(stage, recorded)
@@ -120,7 +131,7 @@ class Refresher:
             reason = self.cost.recompute_reason(changed, lambda table: self._rows(table, self.current[table]))
         change = None
         if reason is None:
-            change = stage.change_query(pins)
+            change = stage.change_query({**pins, CLOCK: clock_versions(record.get("now"), self.now)})
             reason = self.cost.scan_reason(self._scanned_bytes(change), self._scanned_bytes(self._initial(stage)))
         if reason is not None:
             self._enable_change_feeds(stage)
@@ -128,6 +139,9 @@ class Refresher:
                 self.reshaped.add(stage.table)
         base = self._base_versions(stage)
         new_record = {"ids": {t: self.log.table_id(t) for t in stage.sources}, "plan": fingerprint, "sources": {t: self.current[t] for t in stage.sources}, "base": base}
+        now = self.now if stage.reads_clock else max((self.now_of[t] for t in stage.sources if t in self.now_of), default=None)
+        if now is not None:
+            new_record["now"] = now
         before = latest if exists else -1
         with delta_log.commit_record(self.spark, new_record):
             if reason is not None:
@@ -151,6 +165,7 @@ class Refresher:
         last = self.log.commit(stage.table, self.log.latest_version(stage.table))
         self.current[stage.table] = last.version
         self.base_of[stage.table] = base
+        self._keep_time(stage.table, now)
         report.rows_out += last.rows_changed
         if reason is not None:
             self.recomputed.add(stage.table)
@@ -199,15 +214,20 @@ class Refresher:
         return changed
 
     def _initial(self, stage: Stage) -> exp.Select:
-        """The stage's whole content at the pinned versions: what a recompute runs."""
-        return stage.initial_query({t: Versions.at(None, self.current[t]) for t in stage.sources})
+        """The stage's whole content at the pinned versions and time: what a recompute runs."""
+        pins = {t: Versions.at(None, self.current[t]) for t in stage.sources}
+        return stage.initial_query({**pins, CLOCK: clock_versions(None, self.now)})
+
+    def _keep_time(self, table: str, now: int | None) -> None:
+        if now is not None:
+            self.now_of[table] = now
 
     def _scanned_bytes(self, query: exp.Query | None) -> int | None:
-        """Bytes of the Delta table versions ``query`` scans whole, each scan counted; None
-        if a size is unknown."""
+        """Bytes of the Delta table versions ``query`` scans whole, each scan counted (not the
+        range reads of a temporal filter); None if a size is unknown."""
         if query is None:
             return 0
-        sizes = [self._run(lambda: self.log.size_bytes(t, v), t) for t, v in execution.scans(query)]
+        sizes = [self._run(lambda: self.log.size_bytes(t, v), t) for t, v in execution.scans(query, range_reads=False)]
         return None if None in sizes else sum(sizes)
 
     def _is_small(self, query: exp.Query, recompute: bool = False, also: list[tuple[str, int]] = ()) -> bool:
@@ -242,6 +262,8 @@ class Refresher:
         missing = [t for t in stage.sources if t not in record.get("sources", {})]
         if missing:
             return f"no recorded version for {missing[0]}"
+        if stage.reads_clock and record.get("now") is None:
+            return "no recorded time for its filter on the current time"
         return None
 
     def _same_shape(self, stage: Stage, reason: str) -> bool:
