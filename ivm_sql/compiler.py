@@ -20,10 +20,12 @@ from ivm_sql.algebra.prune import prune
 from ivm_sql.catalog import Catalog, QueryError, Schema
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import SqlError, UnsupportedError
+from ivm_sql.incremental.fixpoint import iterate
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Versions
 from ivm_sql.physical import changes, execution, layout, materialize
+from ivm_sql.runtime import fixpoint
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
 from ivm_sql.viewdefs import ViewDef
@@ -120,7 +122,10 @@ def symbolic_pins(stages: Iterable[Stage]) -> dict[str, Versions]:
 def plan_fingerprint(stage: Stage, output: Scan | None = None) -> str:
     """Changes whenever what the stage computes changes (its table must then be rebuilt);
     for a view's last stage, also when the view's columns are read differently."""
-    text = f"{stage.kind}\n{to_sql(stage.initial_query(symbolic_pins([stage])), pretty=False)}"
+    pins = symbolic_pins([stage])
+    text = f"{stage.kind}\n{to_sql(stage.initial_query(pins), pretty=False)}"
+    if stage.kind == "fixpoint":  # the recursive term is part of what the table holds
+        text += f"\n{to_sql(iterate(stage.node, fixpoint.ITERATION_VIEW, pins), pretty=False)}"
     if output is not None:
         text += f"\n{to_sql(rows_query(output), pretty=False)}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -381,13 +386,33 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
     if CLOCK in symbolic:
         lines.insert(4, "-- :clock_old is the time a stage reflects, :clock_new the time this refresh reads the clock at.")
     for number, stage in enumerate(plan.stages, 1):
+        lines += ["", f"-- stage {number}/{len(plan.stages)}: {stage.table} [{stage.kind}] {stage.strategy}"]
+        initial = stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()})
+        if stage.kind == "fixpoint":
+            lines += _fixpoint_lines(stage, initial, symbolic, plan.fingerprint(stage))
+            continue
         lines += [
-            "",
-            f"-- stage {number}/{len(plan.stages)}: {stage.table} [{stage.kind}] {stage.strategy}",
             "-- first refresh (or recompute):",
-            to_sql(create_table(stage, stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()}), plan.fingerprint(stage))) + ";",
+            to_sql(create_table(stage, initial, plan.fingerprint(stage))) + ";",
             "-- each refresh:",
             to_sql(stage.merge_statement(symbolic)) + ";",
         ]
     lines += ["", "-- what users query:", to_sql(plan.user_view()) + ";"]
     return "\n".join(lines) + "\n"
+
+
+def _fixpoint_lines(stage: Stage, initial: exp.Query, symbolic: dict[str, Versions], fingerprint: str) -> list[str]:
+    """A recursive stage's loop: where it starts, what each iteration runs, what is stored."""
+    iteration, total = f"{fixpoint.ITERATION_VIEW}j", table(f"{INTERNAL_PREFIX}_fixpoint_sum")
+    return [
+        "-- first refresh (or recompute), the loop starts from X_0 =",
+        to_sql(initial) + ";",
+        "-- each refresh, the loop starts from X_0 = the anchor's change and the recursive term's change over its tables:",
+        to_sql(stage.change_query(symbolic)) + ";",
+        f"-- then, until X_j is empty (at most spark.sql.cteRecursionLevelLimit = {fixpoint.DEFAULT_LIMIT} iterations by default), "
+        f"X_(j+1) = the recursive term over X_j (`{iteration}`):",
+        to_sql(iterate(stage.node, iteration, symbolic)) + ";",
+        f"-- the table is created from, or merged with, the sum X_0 + X_1 + ... (`{total.name}`):",
+        to_sql(create_table(stage, exp.select(exp.Star()).from_(total), fingerprint)) + ";",
+        to_sql(stage.merge(exp.select(exp.Star()).from_(total))) + ";",
+    ]

@@ -41,6 +41,7 @@ SUPPORTED = [
     ("global ORDER BY ... LIMIT k", "SELECT k, a FROM t ORDER BY a DESC LIMIT 10"),
     ("explode, posexplode, inline in SELECT (inline with its columns named)", "SELECT k, posexplode(arr) AS (pos, x) FROM t WHERE a > 0"),
     ("LATERAL VIEW [OUTER] explode / posexplode / inline", "SELECT t.k, e.pos, e.x FROM t LATERAL VIEW OUTER posexplode(t.arr) e AS pos, x"),
+    ("WITH RECURSIVE: anchor UNION ALL a recursive term linear in the CTE (transitive closure, hierarchies, bounded paths)", "WITH RECURSIVE r(k, hops) AS (SELECT k, 1 FROM t UNION ALL SELECT u.k, r.hops + 1 FROM r JOIN u ON r.k = u.k WHERE r.hops < 3) SELECT k, hops FROM r"),
     ("subqueries in FROM, WITH", "WITH g AS (SELECT k, SUM(a) AS s FROM t GROUP BY k) SELECT g.k, g.s, u.d FROM g JOIN u ON g.k = u.k"),
     ("a filter comparing a column with the current time (current_timestamp, current_date, now): a temporal filter", "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400"),
     ("the current time compared with a column outside a filter (an outer join's ON, a SELECT expression)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND t.a > unix_timestamp(now()) - 60"),
@@ -51,7 +52,7 @@ REFUSED = [
     ("non-deterministic functions (rand, uuid, the current time outside a comparison with a column, ...)", "SELECT k, rand() AS r FROM t"),
     ("order-dependent aggregates (first, last, collect_list unsorted, any_value)", "SELECT b, first(a) AS f FROM t GROUP BY b"),
     ("ORDER BY without LIMIT", "SELECT k FROM t ORDER BY k"),
-    ("WITH RECURSIVE", "WITH RECURSIVE r AS (SELECT k FROM t UNION ALL SELECT k + 1 FROM r WHERE k < 3) SELECT k FROM r"),
+    ("WITH RECURSIVE with UNION (Spark refuses it too), or a recursive term reading its CTE twice or under GROUP BY, DISTINCT, a window or an outer join", "WITH RECURSIVE r AS (SELECT k FROM t UNION SELECT k + 1 FROM r WHERE k < 3) SELECT k FROM r"),
     ("ROLLUP, CUBE, GROUPING SETS", "SELECT b, COUNT(*) AS n FROM t GROUP BY ROLLUP (b)"),
     ("a window function over grouped rows", "SELECT b, RANK() OVER (ORDER BY COUNT(*)) AS r FROM t GROUP BY b"),
     ("a correlated scalar subquery outside a WHERE comparison", "SELECT k, (SELECT MAX(d) FROM u WHERE u.k = t.k) AS m FROM t"),
@@ -63,6 +64,7 @@ STATE = {
     "distinct": "each distinct row with its count",
     "aggregate": "per group: row count, and per aggregate its non-NULL count and sum",
     "recompute": "the operator's output rows with their key; inputs re-read at the new version for touched keys",
+    "fixpoint": "the fixed point's rows, each with its number of derivations; each iteration kept in memory during a refresh",
 }
 
 

@@ -8,7 +8,7 @@ import pytest
 from sqlglot import exp
 
 from ivm_sql import compiler
-from ivm_sql.algebra.nodes import AggCall, Aggregate, Distinct, Node, Recompute, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import AggCall, Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler import compile_views, render
 from ivm_sql.incremental.stages import TEMPORAL
@@ -366,9 +366,17 @@ REFUSALS = {
     "with rollup": ("SELECT a, b, COUNT(*) AS n\nFROM t\nGROUP BY a, b WITH ROLLUP", UnsupportedError, "ROLLUP", 4),
     "cube": ("SELECT a, b, COUNT(*) AS n\nFROM t\nGROUP BY CUBE (a, b)", UnsupportedError, "CUBE", 4),
     "grouping sets": ("SELECT a, b, COUNT(*) AS n\nFROM t\nGROUP BY GROUPING SETS ((a), (b))", UnsupportedError, "GROUPING SETS", 4),
-    "with recursive": (
-        "WITH RECURSIVE r AS (\n  SELECT a FROM t UNION ALL SELECT a + 1 FROM r WHERE a < 3)\nSELECT a FROM r",
-        UnsupportedError, "RECURSIVE", 2,
+    "union in with recursive": (
+        "WITH RECURSIVE r AS (\n  SELECT a FROM t UNION SELECT a + 1 FROM r WHERE a < 3)\nSELECT a FROM r",
+        UnsupportedError, "UNION in WITH RECURSIVE", 3,
+    ),
+    "recursive term reading its cte twice": (
+        "WITH RECURSIVE r AS (\n  SELECT a FROM t UNION ALL\n  SELECT r.a + 1 FROM r JOIN r AS r2 ON r.a = r2.a WHERE r.a < 3)\nSELECT a FROM r",
+        UnsupportedError, "2 times", 4,
+    ),
+    "aggregate over a recursive cte": (
+        "WITH RECURSIVE r AS (\n  SELECT a FROM t UNION ALL\n  SELECT MAX(a) + 1 FROM r)\nSELECT a FROM r",
+        UnsupportedError, "GROUP BY, DISTINCT", 4,
     ),
     "ungrouped column": ("SELECT a,\n  b, COUNT(*) AS n\nFROM t GROUP BY a", SqlError, "neither grouped nor aggregated", 3),
     "ungrouped in having": ("SELECT a, COUNT(*) AS n\nFROM t GROUP BY a\nHAVING b > 1", SqlError, "neither grouped nor aggregated", 4),
@@ -677,3 +685,26 @@ def test_sorted_list_of_a_group_is_kept_per_key_like_collect_set(call: str) -> N
     ((_, recompute),) = node.sources
     assert isinstance(recompute, Recompute)
     assert recompute.keys == (("g0",),)
+
+
+REACH = """CREATE VIEW reach AS WITH RECURSIVE r(x, y, hops) AS (
+  SELECT a, d, 1 FROM u
+  UNION ALL
+  SELECT r.x, u.d, r.hops + 1 FROM r JOIN u ON r.y = u.a WHERE r.hops < 4
+) SELECT x, y, MIN(hops) AS hops FROM r GROUP BY x, y"""
+
+
+def test_recursive_cte_is_a_fixpoint_stage_whose_loop_reads_the_cte_not_a_table() -> None:
+    (plan,) = compile_views(views(REACH), CATALOG, "db")
+    loop, grouped = plan.stages
+    assert (loop.kind, grouped.kind) == ("fixpoint", "recompute") and grouped.sources == (loop.table,)
+    assert loop.sources == ("db.u",)  # the CTE itself is the loop, not a source to pin
+    assert isinstance(loop.node, Recursive) and loop.node.columns == ("x", "y", "hops")
+    rendered = render(plan)
+    assert "X_(j+1) = the recursive term over X_j" in rendered and "`__ivm_fixpoint_xj` AS `r`" in rendered
+
+
+def test_editing_the_recursive_term_changes_the_fingerprint() -> None:
+    (before,) = compile_views(views(REACH), CATALOG, "db")
+    (after,) = compile_views(views(REACH.replace("r.hops < 4", "r.hops < 5")), CATALOG, "db")
+    assert before.fingerprint(before.stages[0]) != after.fingerprint(after.stages[0])

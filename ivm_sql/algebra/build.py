@@ -6,7 +6,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ivm_sql.algebra import aggregates, generators, setops, subqueries, windows
+from ivm_sql.algebra import aggregates, generators, recursive, setops, subqueries, windows
 from ivm_sql.algebra.clock import is_clock_read
 from ivm_sql.algebra.joins import Inputs
 from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
@@ -70,10 +70,11 @@ class Builder:
         ctes = dict(ctes)
         with_ = query.args.get("with_") or query.args.get("with")
         if with_ is not None:
-            if with_.args.get("recursive"):
-                raise self.unsupported(with_, "WITH RECURSIVE", "recursive views are not supported yet")
             for cte in with_.expressions:
-                ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
+                if with_.args.get("recursive") and recursive.reads_itself(cte):
+                    ctes[cte.alias_or_name.lower()] = recursive.build(self, cte, ctes)
+                else:
+                    ctes[cte.alias_or_name.lower()] = self.query(cte.this, ctes)
         if isinstance(query, exp.Union):
             _check_known(self, query, UNION_CLAUSES)
             left = self.query(query.left, ctes)

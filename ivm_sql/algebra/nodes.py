@@ -139,7 +139,36 @@ class Recompute:
         return max((len(k) for k in self.keys), default=0)
 
 
-Node = Union[Scan, Select, UnionAll, Distinct, Aggregate, Recompute]
+@dataclass(frozen=True, eq=False)
+class Recursive:
+    """``WITH RECURSIVE name AS (anchor UNION ALL step)``: the least fixed point of
+    R = anchor + step(R), over Z-sets. ``step`` reads R once, as the Scan of the placeholder
+    table ``placeholder(name)``, and is linear in it; UNION ALL keeps every derivation, as
+    Spark's own recursion does."""
+
+    name: str
+    anchor: Node
+    step: Node
+    columns: tuple[str, ...]
+
+    @property
+    def placeholder(self) -> str:
+        return placeholder(self.name)
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.anchor, self.step)
+
+
+RECURSIVE_PREFIX = "__ivm_recursive."  # never a table: tables are db.name, and __ivm is reserved
+
+
+def placeholder(name: str) -> str:
+    """The table name a recursive term reads its CTE by."""
+    return f"{RECURSIVE_PREFIX}{name}"
+
+
+Node = Union[Scan, Select, UnionAll, Distinct, Aggregate, Recompute, Recursive]
 
 
 def scans(node: Node) -> list[Scan]:

@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from sqlglot import exp
 
 from ivm_sql.algebra.aggregates import calls_in
-from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Recompute, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
 
 # Table functions that Spark accepts in a SELECT list: each turns one row into several.
 GENERATORS = (exp.Explode, exp.Inline, exp.Stack, exp.Unnest)
@@ -164,6 +164,11 @@ def _generates(expression: exp.Expression) -> bool:
     )
 
 
+def _recursive(node: Recursive, required: set[str]) -> Recursive:
+    # R's rows feed the step again, so every column of the fixed point is read.
+    return replace(node, anchor=_prune(node.anchor, set(node.anchor.columns)), step=_prune(node.step, set(node.step.columns)))
+
+
 RULES: dict[type, Callable[[Node, set[str]], Node]] = {
     Scan: _scan,
     Select: _select,
@@ -171,4 +176,5 @@ RULES: dict[type, Callable[[Node, set[str]], Node]] = {
     Distinct: _distinct,
     Aggregate: _aggregate,
     Recompute: _recompute,
+    Recursive: _recursive,
 }

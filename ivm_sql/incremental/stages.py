@@ -1,7 +1,8 @@
 """Cuts a view's algebra at its stateful operators into stages, each kept in a Delta table.
 
 A stage is a stateless tree (scans, select-project-join, UNION ALL) under one stateful
-operator: a bag (the view's own rows), DISTINCT or GROUP BY. Its table holds the
+operator: a bag (the view's own rows), DISTINCT, GROUP BY, a keyed recompute, or the fixed
+point of a recursive CTE. Its table holds the
 operator's state and, read back through a Scan, is the input of what lies above it, the
 same way a view over a view reads the other view. The chain rule, (Q2 ∘ Q1)^Δ = Q2^Δ ∘ Q1^Δ,
 is what makes refreshing the stages in order correct.
@@ -14,8 +15,8 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from ivm_sql.algebra.clock import node_reads_clock, reads_clock
-from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Recompute, Scan, Select, UnionAll, scans
-from ivm_sql.incremental import aggregate, bag, delta, distinct, recompute, snapshot
+from ivm_sql.algebra.nodes import RECURSIVE_PREFIX, Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll, scans
+from ivm_sql.incremental import aggregate, bag, delta, distinct, fixpoint, recompute, snapshot
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, col
 
@@ -23,6 +24,7 @@ STRATEGIES = {
     "bag": "incremental: linear and join changes applied to the stored rows (multiplicity per row)",
     "distinct": "incremental: per-row counts, a row appears or disappears when its count crosses zero",
     "aggregate": "incremental: COUNT/SUM/AVG per group updated from the change alone",
+    "fixpoint": "incremental: fixed-point loop, the recursive term iterated over the change until it is empty",
 }
 TEMPORAL = "temporal filter: rows enter and leave as the clock passes their bounds"
 
@@ -32,11 +34,11 @@ class Stage:
     """One Delta table of a view and what feeds it.
 
     ``node`` is the stateless input tree for a bag or DISTINCT stage, and the stateful
-    operator itself (its inputs lowered) for an aggregate or recompute stage.
+    operator itself (its inputs lowered) for an aggregate, recompute or fixpoint stage.
     """
 
     table: str
-    kind: str  # "bag" | "distinct" | "aggregate" | "recompute"
+    kind: str  # "bag" | "distinct" | "aggregate" | "recompute" | "fixpoint"
     node: Node
 
     @property
@@ -49,8 +51,9 @@ class Stage:
 
     @property
     def sources(self) -> tuple[str, ...]:
-        """The tables this stage reads, each once, in the order they appear."""
-        return tuple(dict.fromkeys(s.table for s in scans(self.node)))
+        """The tables this stage reads, each once, in the order they appear (a recursive
+        term's reads of its own CTE are the stage's loop, not a source)."""
+        return tuple(dict.fromkeys(s.table for s in scans(self.node) if not s.table.startswith(RECURSIVE_PREFIX)))
 
     @property
     def recomputes_all(self) -> bool:
@@ -86,6 +89,8 @@ class Stage:
         """The stage's whole content at the pinned versions (first load, or a recompute)."""
         if isinstance(self.node, Recompute):
             return recompute.initial(self.node, pins)
+        if isinstance(self.node, Recursive):
+            return fixpoint.seed_initial(self.node, pins)
         contents = snapshot(self.input, pins, "new")
         if isinstance(self.node, Aggregate):
             return aggregate.initial(self.node, contents)
@@ -96,6 +101,8 @@ class Stage:
         shape its MERGE applies; None when no source changed."""
         if isinstance(self.node, Recompute):
             return recompute.change(self.node, self.table, pins)
+        if isinstance(self.node, Recursive):
+            return fixpoint.seed_change(self.node, self.table, pins)
         changes = delta(self.input, pins)
         if changes is None:
             return None
@@ -108,6 +115,8 @@ class Stage:
         """The MERGE that adds ``change`` (a query in ``change_query``'s shape) to the table."""
         if isinstance(self.node, Recompute):
             return bag.merge(self.table, recompute.stored_columns(self.node), change)
+        if isinstance(self.node, Recursive):
+            return bag.merge(self.table, self.node.columns, change)
         if isinstance(self.node, Aggregate):
             return aggregate.merge(self.table, self.node, change)
         module = distinct if self.kind == "distinct" else bag
@@ -144,6 +153,8 @@ class Lowering:
         """A new stage for a stateful (or, for the view itself, any) node; returns its reader."""
         if isinstance(node, Recompute):
             lowered: Node = replace(node, sources=tuple((a, self.lower(n)) for a, n in node.sources))
+        elif isinstance(node, Recursive):
+            lowered = replace(node, anchor=self.lower(node.anchor), step=self.lower(node.step))
         elif isinstance(node, (Aggregate, Distinct)):
             lowered = replace(node, input=self.lower(node.input))
         else:
@@ -155,6 +166,8 @@ class Lowering:
             stage, output = Stage(name, "distinct", lowered.input), distinct.reader(name, node)
         elif isinstance(node, Recompute):
             stage, output = Stage(name, "recompute", lowered), recompute.reader(name, node)
+        elif isinstance(node, Recursive):
+            stage, output = Stage(name, "fixpoint", lowered), bag.reader(name, node)
         else:
             stage, output = Stage(name, "bag", lowered), bag.reader(name, node)
         self.stages.append(stage)
@@ -170,7 +183,7 @@ def plan_stages(database: str, view: str, root: Node) -> tuple[list[Stage], Scan
     """
     lowering = Lowering(database, view)
     top, above = root, None
-    stateful = (Distinct, Aggregate, Recompute)
+    stateful = (Distinct, Aggregate, Recompute, Recursive)
     # A filter on the clock stays a stage: a reader is evaluated when queried, not at a refresh.
     foldable = isinstance(root, Select) and not reads_clock(root.condition)
     if foldable and len(root.sources) == 1 and isinstance(root.sources[0][1], stateful):

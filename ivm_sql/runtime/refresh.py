@@ -12,6 +12,8 @@ the cost model (``physical.cost``) finds recomputing cheaper than applying the c
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable
@@ -31,7 +33,7 @@ from ivm_sql.physical import execution, layout
 from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
-from ivm_sql.runtime import delta_log
+from ivm_sql.runtime import delta_log, fixpoint
 from ivm_sql.sqlbuild import lit, table_at, to_sql
 
 
@@ -66,6 +68,7 @@ class Refresher:
         # compares with the current time sees the same instant.
         self.now = micros(now or datetime.now(timezone.utc))
         self.now_of: dict[str, int] = {}  # ivm table -> the time it reflects, if it reads the clock
+        self.iterations: dict[str, int] = {}  # recursive stage -> iterations its loop ran
         self.full = full
         self.cost = cost
         self.row_counts: dict[tuple[str, int], int] = {}  # (table, version) -> rows, for the cost model
@@ -146,11 +149,12 @@ class Refresher:
         with delta_log.commit_record(self.spark, new_record):
             if reason is not None:
                 initial = self._initial(stage)
-                if exists and stage.table not in self.reshaped:
-                    statement = overwrite_table(stage, initial)
-                else:
-                    statement = create_table(stage, initial, fingerprint)
-                with execution.for_small_data(self.spark, enabled=self._is_small(initial, recompute=True)):
+                small = self._is_small(initial, recompute=True)
+                with execution.for_small_data(self.spark, enabled=small), self._solved(stage, initial) as initial:
+                    if exists and stage.table not in self.reshaped:
+                        statement = overwrite_table(stage, initial)
+                    else:
+                        statement = create_table(stage, initial, fingerprint)
                     self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
                 loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
                 properties = layout.properties_after_load(loaded)
@@ -167,6 +171,11 @@ class Refresher:
         self.base_of[stage.table] = base
         self._keep_time(stage.table, now)
         report.rows_out += last.rows_changed
+        if stage.kind == "fixpoint":  # how long the loop ran is part of what happened
+            loop = f"fixed point in {self.iterations.get(stage.table, 0)} iterations"
+            if reason is None:
+                return "incremental", loop
+            reason = f"{reason}; {loop}"
         if reason is not None:
             self.recomputed.add(stage.table)
             return ("created" if not exists else "recomputed"), reason
@@ -183,7 +192,8 @@ class Refresher:
         change = self.changes.rewrite(change)
         small = small_change and self._is_small(change, also=[(stage.table, own_version)])
         try:
-            with execution.for_small_data(self.spark, enabled=small), materialized(self.spark, change) as staged:
+            with execution.for_small_data(self.spark, enabled=small), self._solved(stage, change) as change, \
+                    materialized(self.spark, change) as staged:
                 if staged.rows:
                     self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
         except (PySparkException, Py4JJavaError) as error:
@@ -214,9 +224,24 @@ class Refresher:
         return changed
 
     def _initial(self, stage: Stage) -> exp.Select:
-        """The stage's whole content at the pinned versions and time: what a recompute runs."""
+        """The stage's whole content at the pinned versions and time: what a recompute runs
+        (for a recursive stage, its loop's first iteration)."""
+        return stage.initial_query(self._new_pins(stage))
+
+    def _new_pins(self, stage: Stage) -> Pins:
         pins = {t: Versions.at(None, self.current[t]) for t in stage.sources}
-        return stage.initial_query({**pins, CLOCK: clock_versions(None, self.now)})
+        return {**pins, CLOCK: clock_versions(None, self.now)}
+
+    @contextmanager
+    def _solved(self, stage: Stage, query: exp.Query) -> Iterator[exp.Query]:
+        """For a recursive stage, the sum of its loop's iterations from ``query`` (read from
+        memory inside the block); for any other, ``query`` itself."""
+        if stage.kind != "fixpoint":
+            yield query
+            return
+        with fixpoint.solved(self.spark, stage.node, query, self._new_pins(stage), stage.table) as solution:
+            self.iterations[stage.table] = solution.iterations
+            yield solution.query if solution.query is not None else query
 
     def _keep_time(self, table: str, now: int | None) -> None:
         if now is not None:
