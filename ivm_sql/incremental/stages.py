@@ -18,10 +18,11 @@ from ivm_sql.incremental import aggregate, bag, delta, distinct, recompute, snap
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, col
 
-STRATEGIES = {
-    "bag": "incremental: linear and join changes applied to the stored rows (multiplicity per row)",
-    "distinct": "incremental: per-row counts, a row appears or disappears when its count crosses zero",
-    "aggregate": "incremental: COUNT/SUM/AVG per group updated from the change alone",
+# how each incremental kind of stage applies a change
+METHODS = {
+    "bag": "linear and join changes applied to the stored rows (multiplicity per row)",
+    "distinct": "per-row counts, a row appears or disappears when its count crosses zero",
+    "aggregate": "COUNT/SUM/AVG per group updated from the change alone",
 }
 
 
@@ -61,13 +62,19 @@ class Stage:
         return isinstance(self.node, Recompute) and self.node.every_refresh
 
     @property
+    def scope(self) -> str:
+        """What a refresh redoes: incremental, recompute touched keys, or recompute all."""
+        if not isinstance(self.node, Recompute):
+            return "incremental"
+        if not self.recomputes_all:
+            return "recompute touched keys"
+        return "recompute all on every refresh" if self.every_refresh else "recompute all on any change"
+
+    @property
     def strategy(self) -> str:
-        if isinstance(self.node, Recompute):
-            scope = "recompute touched keys"
-            if self.recomputes_all:
-                scope = "recompute all on every refresh" if self.every_refresh else "recompute all on any change"
-            return f"{scope}: {self.node.reason}"
-        return STRATEGIES[self.kind]
+        """The scope and how, or why: shown by `ivm compile`, `ivm refresh` and `ivm graph`."""
+        method = self.node.reason if isinstance(self.node, Recompute) else METHODS[self.kind]
+        return f"{self.scope}: {method}"
 
     def initial_query(self, pins: Pins) -> exp.Select:
         """The stage's whole content at the pinned versions (first load, or a recompute)."""
