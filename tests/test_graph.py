@@ -302,6 +302,12 @@ def test_mermaid_of_the_demo_project() -> None:
     assert "  n5 --> n8\n" in written  # order_lines feeds revenue_by_country
 
 
+def test_readme_shows_the_demo_as_graph_prints_it() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"^```mermaid\n(.*?)^```$", readme, re.MULTILINE | re.DOTALL)
+    assert block == text(project_graph("shop", demo_plans()), Format.MERMAID)
+
+
 def dot_label(html_label: str) -> list[str]:
     return [html.unescape(line) for line in html_label.replace("<B>", "").replace("</B>", "").split("<BR/>")]
 
