@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ivm_sql.errors import IvmError
+from ivm_sql.graph import Format, choose_format, draw, image_path, text
 from ivm_sql.project import Project
 
 app = typer.Typer(
@@ -88,6 +89,32 @@ def compile(
             return
         for item in compiled:
             out.print(item.sql, markup=False)
+
+
+@app.command()
+def graph(
+    ctx: typer.Context,
+    view: Optional[str] = typer.Argument(None, help="Draw this view's DBSP circuit (default: the whole project)."),
+    asked: Optional[Format] = typer.Option(
+        None, "--format", "-f",
+        help="dot and mermaid print text; svg and png draw a file (needs Graphviz). "
+             "Default: what --output's suffix names (.svg, .png, .mmd, .dot), else dot.",
+    ),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here (default for svg/png: <database or view>.<format>)."),
+) -> None:
+    """Draw the project (tables, views, the stages that keep them) or one view's circuit."""
+    form = choose_format(asked, output)
+    with opened(ctx) as project:
+        picture = project.graph(view)
+        if form.is_image:
+            target = output or image_path(picture, form)
+            draw(picture, form, target)
+            out.print(f"wrote {target}", markup=False)
+        elif output is not None:
+            output.write_text(text(picture, form), encoding="utf-8")
+            out.print(f"wrote {output}", markup=False)
+        else:
+            typer.echo(text(picture, form), nl=False)
 
 
 @app.command()

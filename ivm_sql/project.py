@@ -17,6 +17,7 @@ from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler import ViewPlan, compile_views, render
 from ivm_sql.config import Config, load_config
 from ivm_sql.errors import ConfigError, IvmError, SqlError
+from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import delta_log
@@ -137,6 +138,15 @@ class Project:
             for p in self.plans(names)
             if selected is None or p.view.name in selected
         ]
+
+    def graph(self, view: str | None = None) -> Graph:
+        """The project's picture (the tables its views read, the views and their stages), or,
+        given ``view``, that view's DBSP circuit; built from the plans, nothing runs on data."""
+        if view is None:
+            return project_graph(self.database, self.plans())
+        plans = self.plans([view])
+        chosen = next(p for p in plans if p.view.name == view.lower())
+        return view_circuit(chosen, {p.table: p.name for p in plans})
 
     def refresh(
         self, views: Iterable[str] | None = None, full: bool = False,

@@ -20,11 +20,12 @@ from ivm_sql.incremental import aggregate, bag, delta, distinct, fixpoint, recom
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, col
 
-STRATEGIES = {
-    "bag": "incremental: linear and join changes applied to the stored rows (multiplicity per row)",
-    "distinct": "incremental: per-row counts, a row appears or disappears when its count crosses zero",
-    "aggregate": "incremental: COUNT/SUM/AVG per group updated from the change alone",
-    "fixpoint": "incremental: fixed-point loop, the recursive term iterated over the change until it is empty",
+# how each incremental kind of stage applies a change
+METHODS = {
+    "bag": "linear and join changes applied to the stored rows (multiplicity per row)",
+    "distinct": "per-row counts, a row appears or disappears when its count crosses zero",
+    "aggregate": "COUNT/SUM/AVG per group updated from the change alone",
+    "fixpoint": "fixed-point loop, the recursive term iterated over the change until it is empty",
 }
 TEMPORAL = "temporal filter: rows enter and leave as the clock passes their bounds"
 
@@ -67,23 +68,26 @@ class Stage:
 
     @property
     def reads_clock(self) -> bool:
-        """Whether a filter of this stage compares with the current time (``temporal``)."""
+        """Whether this stage reads the current time: in a filter (``temporal``), or in a
+        recompute on every refresh."""
         return node_reads_clock(self.node)
 
     @property
-    def strategy(self) -> str:
-        if self.reads_clock and not self.every_refresh:
-            return f"{self._strategy}; {TEMPORAL}"
-        return self._strategy
+    def scope(self) -> str:
+        """What a refresh redoes: incremental, recompute touched keys, or recompute all."""
+        if not isinstance(self.node, Recompute):
+            return "incremental"
+        if not self.recomputes_all:
+            return "recompute touched keys"
+        return "recompute all on every refresh" if self.every_refresh else "recompute all on any change"
 
     @property
-    def _strategy(self) -> str:
-        if isinstance(self.node, Recompute):
-            scope = "recompute touched keys"
-            if self.recomputes_all:
-                scope = "recompute all on every refresh" if self.every_refresh else "recompute all on any change"
-            return f"{scope}: {self.node.reason}"
-        return STRATEGIES[self.kind]
+    def strategy(self) -> str:
+        """The scope and how, or why: shown by `ivm compile`, `ivm refresh` and `ivm graph`."""
+        method = self.node.reason if isinstance(self.node, Recompute) else METHODS[self.kind]
+        if self.reads_clock and not self.every_refresh:
+            method += f"; {TEMPORAL}"
+        return f"{self.scope}: {method}"
 
     def initial_query(self, pins: Pins) -> exp.Select:
         """The stage's whole content at the pinned versions (first load, or a recompute)."""
