@@ -292,6 +292,11 @@ def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Qu
         if unknown is None:
             raise SqlError(f"{error} (in view {view.name})", location=view.location) from None
         column = unknown.group(1)
+        if column.lower() == "grouping__id":
+            raise UnsupportedError(
+                f"Hive's grouping__id column in view {view.name}", location=view.locate_word(column),
+                hint="write grouping_id(), its value",
+            ) from None
         available = sorted({c for columns in schemas.values() for c, _ in columns})
         raise SqlError(
             f"column {column} does not exist in the tables view {view.name} reads",

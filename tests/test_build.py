@@ -8,6 +8,7 @@ import pytest
 from sqlglot import exp
 
 from ivm_sql import compiler
+from ivm_sql.algebra import grouping_sets
 from ivm_sql.algebra.nodes import AggCall, Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler import compile_views, render
@@ -339,9 +340,8 @@ def test_view_column_list_of_the_wrong_length() -> None:
 # message must contain, and the line of the view the error must point at.
 # Known failures (bugs in ivm_sql, reported): limit/rand/uuid/current_timestamp point at the
 # view's first line (ViewDef.locate only finds Identifiers, and these have none); qualify and
-# lateral view point at the SELECT, not the clause; rollup/cube/grouping sets are blamed on an
-# ungrouped column (sqlglot puts ROLLUP(...) in group.expressions); unknown table and unknown
-# column point at the CREATE line, and the unknown column has no hint.
+# lateral view point at the SELECT, not the clause; unknown table and unknown column point at
+# the CREATE line, and the unknown column has no hint.
 
 REFUSALS = {
     "scalar subquery with group by": ("SELECT a,\n  (SELECT SUM(d) FROM u GROUP BY a) AS m\nFROM t", UnsupportedError, "scalar subquery", 3),
@@ -362,10 +362,6 @@ REFUSALS = {
     "current time and rand": ("SELECT a\nFROM t\nWHERE b > unix_timestamp(current_timestamp())\n  AND rand() < 0.5", UnsupportedError, "RAND", 5),
     "current date not compared": ("SELECT a, current_date() AS today\nFROM t\nWHERE b > 0", UnsupportedError, "CURRENT_DATE", 2),
     "rand in where": ("SELECT a\nFROM t\nWHERE rand() < b", UnsupportedError, "RAND", 4),
-    "rollup": ("SELECT a, b, COUNT(*) AS n\nFROM t\nGROUP BY ROLLUP (a, b)", UnsupportedError, "ROLLUP", 4),
-    "with rollup": ("SELECT a, b, COUNT(*) AS n\nFROM t\nGROUP BY a, b WITH ROLLUP", UnsupportedError, "ROLLUP", 4),
-    "cube": ("SELECT a, b, COUNT(*) AS n\nFROM t\nGROUP BY CUBE (a, b)", UnsupportedError, "CUBE", 4),
-    "grouping sets": ("SELECT a, b, COUNT(*) AS n\nFROM t\nGROUP BY GROUPING SETS ((a), (b))", UnsupportedError, "GROUPING SETS", 4),
     "union in with recursive": (
         "WITH RECURSIVE r AS (\n  SELECT a FROM t UNION SELECT a + 1 FROM r WHERE a < 3)\nSELECT a FROM r",
         UnsupportedError, "UNION in WITH RECURSIVE", 3,
@@ -708,3 +704,155 @@ def test_editing_the_recursive_term_changes_the_fingerprint() -> None:
     (before,) = compile_views(views(REACH), CATALOG, "db")
     (after,) = compile_views(views(REACH.replace("r.hops < 4", "r.hops < 5")), CATALOG, "db")
     assert before.fingerprint(before.stages[0]) != after.fingerprint(after.stages[0])
+
+
+# ROLLUP, CUBE, GROUPING SETS -------------------------------------------------------------
+
+
+def _expand(node: Node) -> tuple[list[str], list[list[str]]]:
+    """The Expand below a grouped view: its column names, and its rows (one per grouping
+    set) as SQL."""
+    (lateral,) = [lateral for n in _walk(node) if isinstance(n, Select) for lateral in n.laterals]
+    stack = lateral.this
+    assert isinstance(stack, exp.Stack) and lateral.args["alias"].name == "__sets"
+    names = [c.name for c in lateral.args["alias"].columns]
+    values = [sql(e) for e in stack.expressions]
+    assert int(stack.this.name) * len(names) == len(values)
+    return names, [values[i:i + len(names)] for i in range(0, len(values), len(names))]
+
+
+def test_rollup_is_one_group_by_over_an_expand_keyed_by_the_set() -> None:
+    """One input row becomes one row per grouping set (a LATERAL VIEW stack: linear), the
+    columns a set does not group NULL; one ordinary Aggregate groups by them and the set's
+    position, so the grand total () is a group like the others (no row over no rows)."""
+    node = root(
+        "CREATE VIEW v AS SELECT a, b, grouping(a) AS ga, grouping_id() AS gid, COUNT(*) AS n, SUM(a) AS s "
+        "FROM t WHERE c <> 'x' GROUP BY ROLLUP (a, b) HAVING grouping(b) = 1 OR SUM(a) > 1"
+    )
+    assert isinstance(node, Select) and node.columns == ("a", "b", "ga", "gid", "n", "s")
+    ((_, aggregate),) = node.sources
+    assert isinstance(aggregate, Aggregate)
+    assert aggregate.keys == ("g0", "g1", "g2", "g3", "g4", "g5")
+    assert [c.func for c in aggregate.aggs] == ["count_star", "sum"]
+    names, rows = _expand(node)
+    assert names == ["g0", "g1", "set", "grouping0", "grouping1", "grouping2"]
+    tinyint, bigint = "CAST({} AS TINYINT)", "CAST({} AS BIGINT)"
+    assert rows == [
+        ["`t`.`a`", "`t`.`b`", "0", tinyint.format(0), bigint.format(0), tinyint.format(0)],
+        ["`t`.`a`", "NULL", "1", tinyint.format(0), bigint.format(1), tinyint.format(1)],
+        ["NULL", "NULL", "2", tinyint.format(1), bigint.format(3), tinyint.format(1)],
+    ]
+    # the SELECT reads the set's columns; SUM reads the row's own a, never the set's NULL
+    assert [sql(e) for e in node.exprs][:4] == ["`__agg`.`g0`", "`__agg`.`g1`", "`__agg`.`g3`", "`__agg`.`g4`"]
+    inner = dict(zip(aggregate.input.columns, (sql(e) for e in aggregate.input.exprs)))
+    assert inner[aggregate.aggs[1].arg] == "`__v1`.`t__a`"
+    assert sql(node.condition) == "`__agg`.`g5` = 1 OR `__agg`.`agg1` > 1"
+    expand = next(n for n in _walk(node) if isinstance(n, Select) and n.laterals)
+    assert sql(expand.condition) == "`t`.`c` <> 'x'"  # WHERE filters before the Expand
+
+
+def test_min_max_over_a_cube_recompute_the_touched_groups_of_every_set() -> None:
+    node = root("CREATE VIEW v AS SELECT a, b, MIN(c) AS lo, MAX(c) AS hi FROM t GROUP BY CUBE (a, b)")
+    ((_, recompute),) = node.sources
+    assert isinstance(recompute, Recompute)
+    assert recompute.keys == (("g0", "g1", "g2"),)
+    _, rows = _expand(node)
+    assert [row[:2] for row in rows] == [["`t`.`a`", "`t`.`b`"], ["`t`.`a`", "NULL"], ["NULL", "`t`.`b`"], ["NULL", "NULL"]]
+    assert [row[2] for row in rows] == ["0", "1", "2", "3"]
+
+
+@pytest.mark.parametrize(
+    "group, columns, sets",
+    [
+        ("ROLLUP (a, b)", ["a", "b"], ["a b", "a", ""]),
+        ("a, b WITH ROLLUP", ["a", "b"], ["a b", "a", ""]),
+        ("CUBE (a, b)", ["a", "b"], ["a b", "a", "b", ""]),
+        ("a, b WITH CUBE", ["a", "b"], ["a b", "a", "b", ""]),
+        ("GROUPING SETS ((a, b), a, (), (b))", ["a", "b"], ["a b", "a", "", "b"]),
+        ("GROUPING SETS ((b), (a, b))", ["b", "a"], ["b", "a b"]),
+        ("a, ROLLUP (b, c)", ["a", "b", "c"], ["a b c", "a b", "a"]),
+        ("ROLLUP (b, c), a", ["b", "c", "a"], ["b c a", "b a", "a"]),
+        ("a, ROLLUP (a, b)", ["a", "b"], ["a a b", "a a", "a"]),  # sets as Spark lists them
+        ("ROLLUP ((a, b), c)", ["a", "b", "c"], ["a b c", "a b", ""]),
+        ("CUBE (a, (b, c))", ["a", "b", "c"], ["a b c", "a", "b c", ""]),
+        ("GROUPING SETS ((a), (a))", ["a"], ["a", "a"]),  # a set listed twice gives its rows twice
+        ("GROUPING SETS (ROLLUP (a, b), c)", ["a", "b", "c"], ["a b", "a", "", "c"]),
+        ("ROLLUP (a), CUBE (b)", ["a", "b"], ["a b", "a", "b", ""]),
+        ("a, b GROUPING SETS ((b), ())", ["a", "b"], ["b", ""]),  # Hive's form: the list names the columns first
+        ("a GROUPING SETS ((a, c), (c))", ["a", "c"], ["a c", "c"]),
+        ("GROUPING SETS ((1), (2, c))", ["a", "b", "c"], ["a", "b c"]),  # ordinals: the SELECT's expressions
+        ("1, ROLLUP (2)", ["a", "b"], ["a b", "a"]),
+        ("(a), ROLLUP (b)", ["a", "b"], ["a b", "a"]),
+        ("GROUPING SETS ((), ())", [], ["", ""]),
+    ],
+)
+def test_grouping_sets_as_spark_lists_them(group: str, columns: list[str], sets: list[str]) -> None:
+    """Spark's grouping expressions (grouping_id's bits, in order) and grouping sets (the
+    cartesian product of the items' sets, duplicates kept)."""
+    from sqlglot import parse_one
+
+    found_columns, found_sets = grouping_sets.grouping_sets(parse_one(f"SELECT a, b FROM t GROUP BY {group}", read="spark"))
+    assert [c.sql() for c in found_columns] == columns
+    assert [" ".join(e.sql() for e in s) for s in found_sets] == sets
+
+
+def test_grouping_id_bits_follow_the_grouping_expressions() -> None:
+    node = root(
+        "CREATE VIEW v AS SELECT a, b, c, grouping_id() AS gid, grouping_id(a, b, c) AS same, grouping(c) AS gc, "
+        "COUNT(*) AS n FROM t GROUP BY a, ROLLUP (b, c)"
+    )
+    names, rows = _expand(node)
+    assert names == ["g0", "g1", "g2", "set", "grouping0", "grouping1", "grouping2"]
+    assert [row[4:] for row in rows] == [
+        ["CAST(0 AS BIGINT)", "CAST(0 AS BIGINT)", "CAST(0 AS TINYINT)"],
+        ["CAST(1 AS BIGINT)", "CAST(1 AS BIGINT)", "CAST(1 AS TINYINT)"],
+        ["CAST(3 AS BIGINT)", "CAST(3 AS BIGINT)", "CAST(1 AS TINYINT)"],
+    ]
+
+
+def test_grouping_expression_is_matched_outside_aggregates_only() -> None:
+    """``b + 1`` in the SELECT is the set's column (NULL in the grand total); inside SUM it
+    is the row's own value."""
+    node = root("CREATE VIEW v AS SELECT b + 1 AS k, (b + 1) * 2 AS k2, SUM(b + 1) AS s FROM t GROUP BY ROLLUP (b + 1)")
+    _, rows = _expand(node)
+    assert rows == [["`t`.`b` + 1", "0"], ["NULL", "1"]]
+    assert [sql(e) for e in node.exprs] == ["`__agg`.`g0`", "(`__agg`.`g0`) * 2", "`__agg`.`agg0`"]
+    aggregate = node.sources[0][1]
+    inner = dict(zip(aggregate.input.columns, (sql(e) for e in aggregate.input.exprs)))
+    assert inner[aggregate.aggs[0].arg] == "`__v1`.`t__b` + 1"
+
+
+def test_grouping_sets_after_a_join_and_under_distinct() -> None:
+    node = root("CREATE VIEW v AS SELECT DISTINCT t.a, u.d FROM t JOIN u ON t.a = u.a GROUP BY GROUPING SETS ((t.a), (u.d))")
+    assert isinstance(node, Distinct)
+    expand = next(n for n in _walk(node) if isinstance(n, Select) and n.laterals)
+    assert [a for a, _ in expand.sources] == ["t", "u"] and sql(expand.condition) == "`t`.`a` = `u`.`a`"
+
+
+def test_ungrouped_column_beside_a_rollup_is_an_error() -> None:
+    with pytest.raises(SqlError, match="neither grouped nor aggregated"):
+        root("CREATE VIEW v AS SELECT a, c, COUNT(*) AS n FROM t GROUP BY ROLLUP (a, b)")
+
+
+def test_grouping_sets_of_the_empty_set_alone_is_a_global_aggregate() -> None:
+    """Spark: ``GROUPING SETS (())`` is one row even over no rows, like a plain global
+    aggregate; ``GROUPING SETS ((), ())`` is two rows, and none over no rows."""
+    node = root("CREATE VIEW v AS SELECT grouping_id() AS gid, COUNT(*) AS n FROM t GROUP BY GROUPING SETS (())")
+    aggregate = node.sources[0][1]
+    assert isinstance(aggregate, Aggregate) and aggregate.keys == ()
+    assert [sql(e) for e in node.exprs] == ["CAST(0 AS BIGINT)", "`__agg`.`agg0`"]
+    twice = root("CREATE VIEW v AS SELECT COUNT(*) AS n FROM t GROUP BY GROUPING SETS ((), ())")
+    assert twice.sources[0][1].keys == ("g0",)
+    assert _expand(twice) == (["set"], [["0"], ["1"]])
+
+
+@pytest.mark.parametrize("text, error, words, line", [
+    ("SELECT a, b,\n  COUNT(*) AS n\nFROM t\nGROUP BY a,\n  b GROUPING SETS ((a))", UnsupportedError, "no grouping set groups", 5),
+    ("SELECT a,\n  grouping__id AS gid\nFROM t GROUP BY ROLLUP (a)", UnsupportedError, "grouping__id", 2),
+    ("SELECT a,\n  grouping(b) AS gb\nFROM t GROUP BY ROLLUP (a)", SqlError, "not grouped", 2),
+])
+def test_grouping_sets_refusals_point_at_the_line(text: str, error: type, words: str, line: int) -> None:
+    with pytest.raises(error) as caught:
+        compile_views(views(f"CREATE VIEW v AS\n{text}"), CATALOG, "db")
+    assert type(caught.value) is error and words in caught.value.message and caught.value.hint
+    assert caught.value.location == Location(PATH, FIRST_LINE + line)

@@ -1,5 +1,6 @@
 """The differential oracle for the SQL of issue 3: outer joins, subqueries, every aggregate,
-set operations, windows and top-k, generators, and a view marked for full recompute.
+ROLLUP/CUBE/GROUPING SETS, set operations, windows and top-k, generators, and a view marked
+for full recompute.
 
 Same tables, random changes and checks as tests/test_oracle.py (see ``oracle.run_oracle``):
 after every refresh each view equals, as a bag, its SELECT evaluated directly by Spark.
@@ -76,6 +77,34 @@ FROM orders o JOIN customers c ON o.customer_id = c.id JOIN products p ON p.id =
 GROUP BY c.country"""),
 ]
 
+# views/75_grouping_sets.sql: ROLLUP, CUBE, GROUPING SETS (mixed with plain columns, a set
+# listed twice, Hive's WITH ROLLUP, an ordinal), grouping() and grouping_id() in SELECT and
+# HAVING, NULLs in grouping columns beside the sets' NULLs, an expression as a grouping column,
+# COUNT/SUM/AVG (updated from the change) and MIN/MAX (touched groups); round 2 empties orders:
+# no row at all, not even a grand total
+GROUPING_SETS = [
+    ViewSpec("status_note_rollup", """
+SELECT status, note, grouping(status) AS g_status, grouping_id() AS gid,
+       COUNT(*) AS n, SUM(qty) AS total, AVG(qty) AS mean, COUNT(customer_id) AS customers
+FROM orders GROUP BY ROLLUP (status, note)
+HAVING grouping(note) = 1 OR COUNT(*) > 1"""),
+    ViewSpec("customer_parity_cube", """
+SELECT customer_id, qty % 2 AS parity, grouping_id(customer_id, qty % 2) AS gid,
+       MIN(qty) AS least, MAX(note) AS last_note, COUNT(DISTINCT status) AS statuses, SUM(qty) AS total
+FROM orders WHERE id IS NOT NULL GROUP BY CUBE (customer_id, 2)"""),  # 2: the SELECT's qty % 2
+    ViewSpec("country_sets", """
+SELECT c.country, o.status, p.category, grouping(p.category) AS g_category, grouping_id() AS gid,
+       COUNT(*) AS n, SUM(o.qty * p.price) AS revenue, MAX(p.price) AS top
+FROM orders o JOIN customers c ON o.customer_id = c.id JOIN products p ON p.id = o.product_id
+GROUP BY c.country, GROUPING SETS ((o.status), (p.category), (), (o.status))"""),
+    ViewSpec("status_customer_with_rollup", """
+SELECT status, customer_id, MIN(qty) AS least, COUNT(qty) AS counted
+FROM orders GROUP BY status, customer_id WITH ROLLUP
+HAVING MIN(qty) IS NULL OR MIN(qty) > 0 OR grouping(customer_id) = 1"""),
+    ViewSpec("grand_totals_twice", """
+SELECT grouping_id() AS gid, COUNT(*) AS n, MAX(qty) AS most FROM orders GROUP BY GROUPING SETS ((), ())"""),
+]
+
 # views/80_windows.sql: ranking, running sums, LAG/LEAD per partition, top-k with QUALIFY and
 # with a filter on ROW_NUMBER, a global ORDER BY ... LIMIT (ties only between equal rows)
 WINDOWS = [
@@ -127,6 +156,7 @@ FILES = {
     "views/50_outer.sql": OUTER,
     "views/60_subqueries.sql": SUBQUERIES,
     "views/70_aggregates.sql": AGGREGATES,
+    "views/75_grouping_sets.sql": GROUPING_SETS,
     "views/80_windows.sql": WINDOWS,
     "views/90_sets.sql": SETS_AND_GENERATORS,
 }

@@ -6,7 +6,7 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ivm_sql.algebra import aggregates, generators, recursive, setops, subqueries, windows
+from ivm_sql.algebra import aggregates, generators, grouping_sets, recursive, setops, subqueries, windows
 from ivm_sql.algebra.clock import is_clock_read
 from ivm_sql.algebra.joins import Inputs
 from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
@@ -109,6 +109,8 @@ class Builder:
         if generator is not None:
             return self.select(generators.as_lateral_view(self, select, generator), ctes)
         inputs = self.sources(select, ctes)
+        if grouping_sets.used(select):
+            select = grouping_sets.expand(self, select, inputs)
         select = self._over_inputs(select, inputs, ctes)
         sources, condition = tuple(inputs.sources), inputs.condition
         for expression in select.expressions:
@@ -127,7 +129,7 @@ class Builder:
         if has_windows:
             node = windows.build(self, select, sources, condition)
         elif group is not None or calls or select.args.get("having"):
-            node = self.aggregate(select, sources, condition)
+            node = aggregates.build(self, select, sources, condition)
         else:
             node = Select(sources, condition, self.output_names(select), tuple(_unalias(e) for e in select.expressions))
         if select.args.get("distinct"):
@@ -238,15 +240,6 @@ class Builder:
                     "a view must be a function of its sources: compute the value in the source table, or mark "
                     "the view for full recompute: CREATE VIEW v TBLPROPERTIES ('ivm.refresh' = 'full') AS ...",
                 )
-
-    # aggregation ---------------------------------------------------------------------------
-
-    def aggregate(self, select: exp.Select, sources, condition) -> Node:
-        group = select.args.get("group")
-        grouping = group.find(exp.Rollup, exp.Cube, exp.GroupingSets) if group is not None else None
-        if grouping is not None or (group is not None and any(group.args.get(k) for k in ("rollup", "cube", "grouping_sets"))):
-            raise self.unsupported(grouping or group, "ROLLUP, CUBE and GROUPING SETS", "write one view per grouping")
-        return aggregates.build(self, select, sources, condition)
 
 
 OUTER_JOINS = ("LEFT", "LEFT OUTER", "RIGHT", "RIGHT OUTER", "FULL", "FULL OUTER")
