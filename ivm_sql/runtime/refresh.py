@@ -172,7 +172,8 @@ class Refresher:
         self._keep_time(stage.table, now)
         report.rows_out += last.rows_changed
         if stage.kind == "fixpoint":  # how long the loop ran is part of what happened
-            loop = f"fixed point in {self.iterations.get(stage.table, 0)} iterations"
+            iterations = self.iterations.get(stage.table, 0)
+            loop = f"fixed point in {iterations} iteration{'' if iterations == 1 else 's'}"
             if reason is None:
                 return "incremental", loop
             reason = f"{reason}; {loop}"
