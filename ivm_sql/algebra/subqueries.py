@@ -116,9 +116,10 @@ def _correlated_scalar(builder, inputs, sub, query, correlated, local, name, cte
         pairs.append((inner_side, outer_side))
     value = _unalias(query.expressions[0])
     for call in aggregates.calls_in(value):
-        if call.sql("spark").split("(")[0].lower() in OPAQUE_ON_EMPTY:
+        function = call.sql("spark").split("(")[0].upper()
+        if function.lower() in OPAQUE_ON_EMPTY:
             raise builder.unsupported(
-                call, f"a correlated scalar subquery over {call.sql('spark').split('(')[0].upper()}",
+                call, f"a correlated scalar subquery over {function}",
                 "over no rows it is an empty sketch ivm cannot write: LEFT JOIN a GROUP BY subquery in FROM",
             )
     grouped = query.copy()
@@ -160,8 +161,6 @@ def _empty_result(call: exp.Expression) -> exp.Expression:
 
 def _on_empty(value: exp.Expression) -> exp.Expression:
     """The subquery's ``value`` over no rows: each aggregate replaced by its empty result."""
-    if aggregates.is_aggregate(value):
-        return _empty_result(value)
     return value.copy().transform(lambda node: _empty_result(node) if aggregates.is_aggregate(node) else node)
 
 

@@ -29,9 +29,9 @@ def group_calls(expression: exp.Expression) -> list[exp.Expression]:
     functions (``RANK() OVER (ORDER BY COUNT(*))``, ``SUM(SUM(x)) OVER ()``), but not a
     window's own function (``SUM(x) OVER (...)``)."""
     if isinstance(expression, exp.Window):
-        return [c for child in expression.iter_expressions() for c in (
-            [g for arg in child.iter_expressions() for g in group_calls(arg)] if child is expression.this else group_calls(child)
-        )]
+        function = expression.this
+        spec = [child for child in expression.iter_expressions() if child is not function]
+        return [call for child in [*function.iter_expressions(), *spec] for call in group_calls(child)]
     if aggregates.is_aggregate(expression):
         return [expression]
     return [c for child in expression.iter_expressions() for c in group_calls(child)]
@@ -81,7 +81,8 @@ def grouped_first(builder, select: exp.Select) -> exp.Select:
     outer = outer.from_(subquery(grouped, GROUPED))
     if qualify is not None:
         outer.set("qualify", exp.Qualify(this=over_grouped(qualify.this)))
-    outer.set("distinct", select.args.get("distinct"))
+    if select.args.get("distinct") is not None:
+        outer.set("distinct", select.args["distinct"].copy())
     return outer
 
 
