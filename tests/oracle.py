@@ -169,12 +169,21 @@ def _bag_diffs(pairs: dict[str, tuple]) -> dict[str, BagDiff]:
         if r.total:
             diff.view_rows, diff.expected_rows = r.in_view, r.expected
             continue
-        values = tuple(json.loads(r.row).values())
+        values = tuple(_hashable(v) for v in json.loads(r.row).values())
         if r.expected > r.in_view:
             diff.missing[values] = r.expected - r.in_view
         else:
             diff.extra[values] = r.in_view - r.expected
     return diffs
+
+
+def _hashable(value):
+    """A row's JSON value as part of a Counter key: arrays (collect_set's) as tuples."""
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _hashable(v)) for k, v in value.items())
+    return value
 
 
 def compare_views(spark, database: str, specs: list[ViewSpec], label: str) -> list[str]:

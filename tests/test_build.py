@@ -345,14 +345,18 @@ def test_view_column_list_of_the_wrong_length() -> None:
 
 REFUSALS = {
     "scalar subquery with group by": ("SELECT a,\n  (SELECT SUM(d) FROM u GROUP BY a) AS m\nFROM t", UnsupportedError, "scalar subquery", 3),
-    "correlated scalar in select": ("SELECT a,\n  (SELECT SUM(d) FROM u WHERE u.a = t.a) AS m\nFROM t", UnsupportedError, "correlated scalar", 3),
+    "scalar subquery without an aggregate": ("SELECT a,\n  (SELECT d FROM u WHERE u.a = t.a) AS m\nFROM t", UnsupportedError, "scalar subquery", 3),
+    "correlated scalar not by equality": (
+        "SELECT a, (SELECT MAX(d) FROM u\n  WHERE u.a = t.a\n    AND u.d > t.b) AS m\nFROM t", UnsupportedError, "other than column = outer value", 4,
+    ),
+    "correlated scalar over a sketch": (
+        "SELECT a,\n  (SELECT count_min_sketch(d, 0.5d, 0.5d, 1) FROM u WHERE u.a = t.a) AS m\nFROM t", UnsupportedError, "COUNT_MIN_SKETCH", 3,
+    ),
     "having column not selected": ("SELECT SUM(a) AS s\nFROM t\nGROUP BY b\nHAVING b > (SELECT AVG(d) FROM u)", UnsupportedError, "HAVING", 5),
     "lateral view without column names": ("SELECT t.a, g.col\nFROM t\nLATERAL VIEW explode(array(t.a)) g", UnsupportedError, "LATERAL VIEW", 4),
     "inline without names": ("SELECT a,\n  inline(array(struct(a, b)))\nFROM t", UnsupportedError, "INLINE", 3),
     "generator with group by": ("SELECT b,\n  posexplode(array(b)) AS (p, x)\nFROM t GROUP BY b", UnsupportedError, "GROUP BY", 3),
-    "correlated not in": ("SELECT a\nFROM t\nWHERE a NOT IN (SELECT u.a FROM u WHERE u.d = t.b)", UnsupportedError, "NOT IN", 4),
     "generator in expression": ("SELECT a,\n  size(array(explode(array(a)))) AS x\nFROM t", UnsupportedError, "EXPLODE", 3),
-    "window over groups": ("SELECT b,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t GROUP BY b", UnsupportedError, "window", 3),
     "order by non-output": ("SELECT a\nFROM t\nORDER BY b\nLIMIT 5", UnsupportedError, "ORDER BY", 4),
     "order by": ("SELECT a\nFROM t\nORDER BY a", UnsupportedError, "ORDER BY", 4),
     "offset": ("SELECT a\nFROM t\nORDER BY a\nLIMIT 5 OFFSET 2", UnsupportedError, "OFFSET", 5),
@@ -374,7 +378,10 @@ REFUSALS = {
         "WITH RECURSIVE r AS (\n  SELECT a FROM t UNION ALL\n  SELECT MAX(a) + 1 FROM r)\nSELECT a FROM r",
         UnsupportedError, "GROUP BY, DISTINCT", 4,
     ),
+    "window over grouping sets": ("SELECT b, COUNT(*) AS n,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t\nGROUP BY ROLLUP (b)", UnsupportedError, "window function over ROLLUP", 5),
+    "window over with cube": ("SELECT b, COUNT(*) AS n,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t\nGROUP BY b WITH CUBE", UnsupportedError, "window function over ROLLUP", 5),
     "ungrouped column": ("SELECT a,\n  b, COUNT(*) AS n\nFROM t GROUP BY a", SqlError, "neither grouped nor aggregated", 3),
+    "ungrouped column in a window over groups": ("SELECT b,\n  RANK() OVER (ORDER BY t.a) AS r\nFROM t GROUP BY b", SqlError, "neither grouped nor aggregated", 3),
     "ungrouped in having": ("SELECT a, COUNT(*) AS n\nFROM t GROUP BY a\nHAVING b > 1", SqlError, "neither grouped nor aggregated", 4),
     "without from": ("SELECT 1 AS x", UnsupportedError, "FROM", 2),
     "unknown table": ("SELECT a\nFROM nope", SqlError, "db.nope", 3),
@@ -581,6 +588,7 @@ def test_windows_and_limits_recompute_by_partition(text: str, keys: tuple, reaso
         ("SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.d > 1)", "NOT EXISTS", (("t__a",), ("__q1__s0",))),
         ("SELECT a FROM t WHERE a NOT IN (SELECT a FROM u)", "NOT IN", (("t__a",), ("__q1__a",), ())),
         ("SELECT a FROM t WHERE a + b NOT IN (SELECT d FROM u)", "NOT IN", (("__ivm_in",), ("__q1__d",), ())),
+        ("SELECT a FROM t WHERE a NOT IN (SELECT u.a FROM u WHERE u.d = t.b)", "NOT IN", (("t__b",), ("__q1__s0",))),
         ("SELECT a FROM t INTERSECT SELECT a FROM u", "INTERSECT", (("a",), ("a",))),
         ("SELECT a, b FROM t EXCEPT ALL SELECT a, d FROM u", "EXCEPT ALL", (("a", "b"), ("a", "d"))),
     ],
@@ -602,6 +610,83 @@ def test_scalar_subqueries_become_joins() -> None:
     correlated = root("CREATE VIEW v AS SELECT a FROM t WHERE b > (SELECT MAX(d) FROM u WHERE u.a = t.a)")
     assert isinstance(correlated, Select) and len(correlated.sources) == 2
     assert "`__s2`.`k0`" in sql(correlated.condition)
+
+
+def test_correlated_not_in_is_a_null_aware_anti_join_per_correlation_key() -> None:
+    """x NOT IN (SELECT c ... WHERE corr) drops a row whose correlated set holds x or a NULL
+    (or x is NULL and the set is not empty): Spark's null-aware anti-join."""
+    node = root("CREATE VIEW v AS SELECT a FROM t WHERE a + 1 NOT IN (SELECT u.a FROM u WHERE u.d = t.b AND u.a > 0)")
+    (recompute,) = [n for n in _walk(node) if isinstance(n, Recompute)]
+    on = sql(recompute.query.args["joins"][0].args["on"])
+    match = "`__l`.`t__a` + 1 = `__r`.`__q1__s_in`"
+    assert on == f"({match} OR ({match}) IS NULL) AND `__r`.`__q1__s0` = `__l`.`t__b`"
+    assert recompute.query.args["joins"][0].side == "LEFT" and recompute.query.args["joins"][0].kind == "ANTI"
+
+
+def test_correlated_scalar_subqueries_in_select_are_left_joins_with_the_value_over_no_rows() -> None:
+    """Each correlated scalar in the SELECT list is a LEFT JOIN with its aggregate grouped by
+    the correlation key, recomputed per touched key; an outer row without a group takes the
+    value over no rows: COUNT's 0, collect_set's [], NULL for MAX (no CASE needed)."""
+    node = root(
+        "CREATE VIEW v AS SELECT a, (SELECT COUNT(*) FROM u WHERE u.a = t.a) AS n, "
+        "(SELECT sort_array(collect_set(d)) FROM u WHERE u.a = t.b) AS s, (SELECT MAX(d) FROM u WHERE u.a = t.a) AS m FROM t"
+    )
+    assert isinstance(node, Select) and node.columns == ("a", "n", "s", "m")
+    n, s, m = (sql(e) for e in node.exprs[1:])
+    assert n.startswith("CASE WHEN `__j3`.") and n.endswith("__s2__k0` IS NULL THEN 0 ELSE `__j3`.`__j2____j1____s2__v` END")
+    assert "IS NULL THEN SORT_ARRAY(ARRAY()) ELSE" in s
+    assert m == "`__j3`.`__s4__v`"
+    joins = [r for r in _walk(node) if isinstance(r, Recompute) and "correlated scalar" in r.reason]
+    assert [r.keys for r in joins] == [
+        (("__j2____j1__t__a",), ("__s4__k0",)), (("__j1__t__b",), ("__s3__k0",)), (("t__a",), ("__s2__k0",)),
+    ]
+    assert all(r.query.args["joins"][0].side == "LEFT" for r in joins)
+    counts = joins[2].sources[1][1]
+    assert any(isinstance(x, Aggregate) for x in _walk(counts))  # COUNT kept from the change alone
+
+
+@pytest.mark.parametrize("value, joined", [
+    ("MAX(d)", "inner"), ("0.5 * SUM(d)", "inner"), ("COUNT(d)", "left"), ("COALESCE(MAX(d), 0)", "left"),
+])
+def test_correlated_scalar_in_a_where_comparison_is_an_inner_join_only_if_null_over_no_rows(value: str, joined: str) -> None:
+    """An inner join drops an outer row without a group, exact only when the subquery's
+    value over no rows is NULL (the comparison drops the row too); else a LEFT JOIN, and
+    the comparison kept above it."""
+    node = root(f"CREATE VIEW v AS SELECT a FROM t WHERE b > (SELECT {value} FROM u WHERE u.a = t.a)")
+    assert isinstance(node, Select)
+    if joined == "inner":
+        assert len(node.sources) == 2 and not any(isinstance(n, Recompute) and "correlated" in n.reason for n in _walk(node))
+        assert "`__s2`.`k0`" in sql(node.condition)
+    else:
+        ((_, recompute),) = node.sources
+        assert isinstance(recompute, Recompute) and recompute.keys == (("t__a",), ("__s2__k0",))
+        assert sql(node.condition).startswith("`__j1`.`t__b` > CASE WHEN `__j1`.`__s2__k0` IS NULL THEN ")
+
+
+@pytest.mark.parametrize("body, keys, reason", [
+    ("SELECT b, COUNT(*) AS n, RANK() OVER (ORDER BY COUNT(*) DESC) AS r FROM t GROUP BY b HAVING COUNT(*) > 1", (), "window functions per"),
+    ("SELECT a, b, SUM(a) AS s, RANK() OVER (PARTITION BY b ORDER BY SUM(a)) AS r, SUM(SUM(a)) OVER (PARTITION BY b) AS tb, "
+     "SUM(b) OVER (PARTITION BY b) AS sb FROM t GROUP BY a, b", ("p0",), "window functions per"),
+    ("SELECT b, MAX(a) AS m, DENSE_RANK() OVER (ORDER BY MAX(a)) AS r FROM t GROUP BY b QUALIFY r <= 2", (), "QUALIFY"),
+])
+def test_windows_over_grouped_rows_run_over_the_grouped_query(body: str, keys: tuple, reason: str) -> None:
+    """GROUP BY (and HAVING) move into a subquery computing the keys and every aggregate; the
+    windows run over its rows, recomputed per partition of the grouped rows."""
+    node = root(f"CREATE VIEW v AS {body}")
+    assert isinstance(node, Recompute) and node.keys == (keys,) and reason in node.reason
+    ((_, grouped),) = node.sources
+    assert sum(isinstance(n, (Aggregate, Recompute)) for n in _walk(grouped)) == 1  # the GROUP BY, below the windows
+    window_sql = sql(node.query)
+    assert "COUNT(" not in window_sql and "MAX(`" not in window_sql  # aggregates come computed
+
+
+def test_window_over_grouped_rows_sums_an_aggregate_and_keeps_having_below() -> None:
+    node = root("CREATE VIEW v AS SELECT b, SUM(a) AS s, SUM(SUM(a)) OVER () AS total FROM t GROUP BY b HAVING COUNT(*) > 1")
+    ((_, grouped),) = node.sources
+    having = next(n for n in _walk(grouped) if isinstance(n, Select) and isinstance(n.sources[0][1], Aggregate))
+    assert sql(having.condition) == "`__agg`.`agg1` > 1"
+    assert [c.func for c in having.sources[0][1].aggs] == ["sum", "count_star"]
+    assert "SUM(`__in`.`c1`) OVER ()" in sql(node.query)
 
 
 def test_subquery_in_having_filters_the_grouped_rows() -> None:

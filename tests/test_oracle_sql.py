@@ -34,8 +34,10 @@ FROM customers c LEFT JOIN orders o ON o.customer_id = c.id
 GROUP BY c.country"""),
 ]
 
-# views/60_subqueries.sql: EXISTS, NOT EXISTS, IN, NOT IN (a NULL in the set), scalar
-# subqueries uncorrelated and correlated (TPC-H Q17 style)
+# views/60_subqueries.sql: EXISTS, NOT EXISTS, IN, NOT IN (a NULL in the set), correlated
+# NOT IN (NULL values, NULL correlation keys, NULLs and emptiness per correlated set), scalar
+# subqueries uncorrelated and correlated (TPC-H Q17 style; in the SELECT list with COUNT's 0
+# and collect_set's [] for a customer without orders; COUNT compared in WHERE)
 SUBQUERIES = [
     ViewSpec("shipped_customers", """
 SELECT c.id, c.name FROM customers c
@@ -59,6 +61,18 @@ WHERE p.price >= (SELECT AVG(q.price) FROM products q WHERE q.category = p.categ
     ViewSpec("busy_statuses", """
 SELECT status, COUNT(*) AS n FROM orders GROUP BY status
 HAVING COUNT(*) * 4 > (SELECT COUNT(*) FROM orders)"""),
+    ViewSpec("orders_unmatched_by_score", """
+SELECT o.id, o.customer_id, o.qty FROM orders o
+WHERE o.customer_id NOT IN (SELECT c.id FROM customers c WHERE c.score = o.qty)
+  AND o.qty + 1 NOT IN (SELECT c.score FROM customers c WHERE c.id = o.customer_id AND c.country <> 'US')"""),
+    ViewSpec("customer_order_stats", """
+SELECT c.id, c.country,
+       (SELECT COUNT(*) FROM orders o WHERE o.customer_id = c.id) AS orders,
+       (SELECT sort_array(collect_set(o.status)) FROM orders o WHERE o.customer_id = c.id AND o.qty > 0) AS statuses
+FROM customers c"""),
+    ViewSpec("products_without_big_orders", """
+SELECT p.id, p.category, (SELECT MAX(o.qty) FROM orders o WHERE o.product_id = p.id) AS most FROM products p
+WHERE (SELECT COUNT(o.qty) FROM orders o WHERE o.product_id = p.id AND o.qty > 1) = 0"""),
 ]
 
 # views/70_aggregates.sql: MIN and MAX under deletes, COUNT(DISTINCT), SUM(DISTINCT), other
@@ -106,7 +120,8 @@ SELECT grouping_id() AS gid, COUNT(*) AS n, MAX(qty) AS most FROM orders GROUP B
 ]
 
 # views/80_windows.sql: ranking, running sums, LAG/LEAD per partition, top-k with QUALIFY and
-# with a filter on ROW_NUMBER, a global ORDER BY ... LIMIT (ties only between equal rows)
+# with a filter on ROW_NUMBER, a global ORDER BY ... LIMIT (ties only between equal rows),
+# windows over grouped rows (over all groups with HAVING and QUALIFY; per group key)
 WINDOWS = [
     ViewSpec("ranked_orders", """
 SELECT id, customer_id, qty,
@@ -126,6 +141,16 @@ SELECT customer_id, id, status FROM (
   FROM orders) latest
 WHERE rn = 1"""),
     ViewSpec("top_three", "SELECT id, qty, status FROM orders ORDER BY qty DESC NULLS LAST, id, status LIMIT 3"),
+    ViewSpec("status_ranks", """
+SELECT status, COUNT(*) AS n, SUM(qty) AS total, SUM(SUM(qty)) OVER () AS all_qty,
+       RANK() OVER (ORDER BY COUNT(*) DESC) AS r, DENSE_RANK() OVER (ORDER BY SUM(qty) DESC NULLS LAST) AS dr
+FROM orders GROUP BY status HAVING SUM(qty) % 2 = 0
+QUALIFY dr <= 2"""),  # Spark resolves no aggregate in QUALIFY itself, only through an alias
+    ViewSpec("customer_status_windows", """
+SELECT customer_id, status, MAX(qty) AS most,
+       ROW_NUMBER() OVER (PARTITION BY customer_id ORDER BY MAX(qty) DESC NULLS LAST, status) AS rn,
+       LAG(COUNT(*)) OVER (PARTITION BY customer_id ORDER BY status) AS prev_n
+FROM orders GROUP BY customer_id, status"""),
 ]
 
 # views/90_sets.sql: INTERSECT, EXCEPT and their ALL forms; explode, posexplode and inline

@@ -104,13 +104,7 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
             return node
 
         result = expression.copy().transform(replace)
-        for column in result.find_all(exp.Column):
-            if column.table != AGGREGATE_INPUT:
-                raise SqlError(
-                    f"column {column.sql('spark')} is neither grouped nor aggregated in view {builder.view.name}",
-                    location=builder.view.locate(column),
-                    hint="add it to GROUP BY or wrap it in an aggregate",
-                )
+        require_grouped(builder, result, AGGREGATE_INPUT)
         return result
 
     exprs = tuple(rewrite(e.this if isinstance(e, exp.Alias) else e) for e in select.expressions)
@@ -121,6 +115,17 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
         builder.output_names(select),
         exprs,
     )
+
+
+def require_grouped(builder, expression: exp.Expression, grouped: str) -> None:
+    """Refuse a column of ``expression`` (over the grouped rows) not read from ``grouped``."""
+    for column in expression.find_all(exp.Column):
+        if column.table != grouped:
+            raise SqlError(
+                f"column {column.sql('spark')} is neither grouped nor aggregated in view {builder.view.name}",
+                location=builder.view.locate(column),
+                hint="add it to GROUP BY or wrap it in an aggregate",
+            )
 
 
 def _aggregate(sources, condition, keys: list[exp.Expression], found: list[exp.Expression]) -> Aggregate:

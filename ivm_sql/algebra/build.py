@@ -102,6 +102,13 @@ class Builder:
 
     def select(self, select: exp.Select, ctes: dict[str, Node]) -> Node:
         self._check_select_clauses(select)
+        if windows.over_groups(select):
+            if grouping_sets.used(select):
+                raise self.unsupported(
+                    select.args["group"], "a window function over ROLLUP, CUBE or GROUPING SETS",
+                    "compute the grouping sets in a subquery, and the window in the query over it",
+                )
+            return self.select(windows.grouped_first(self, select), ctes)
         having = select.args.get("having")
         if having is not None and having.find(exp.Subquery, exp.Exists):
             return self.select(subqueries.having_as_where(self, select), ctes)
@@ -120,13 +127,7 @@ class Builder:
                 self._check_expression(expression, clock=self.clock_in_filters)
         group = select.args.get("group")
         calls = [a for e in select.expressions for a in aggregates.calls_in(e)]
-        has_windows = any(e.find(exp.Window) for e in select.expressions) or select.args.get("qualify") is not None
-        if has_windows and (group is not None or calls or select.args.get("having")):
-            raise self.unsupported(
-                next(w for e in select.expressions for w in e.find_all(exp.Window)),
-                "a window function over grouped rows", "GROUP BY in a subquery, and the window in the query over it",
-            )
-        if has_windows:
+        if any(e.find(exp.Window) for e in select.expressions) or select.args.get("qualify") is not None:
             node = windows.build(self, select, sources, condition)
         elif group is not None or calls or select.args.get("having"):
             node = aggregates.build(self, select, sources, condition)

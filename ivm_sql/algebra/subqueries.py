@@ -31,8 +31,9 @@ def apply_where(builder, inputs: Inputs, where: exp.Expression | None, ctes) -> 
         inner = conjunct.this if negated else conjunct
         if isinstance(inner, exp.Exists) or (isinstance(inner, exp.In) and inner.args.get("query")):
             semis.append((inner, negated))
-        else:
-            inputs.conditions.append(inputs.rename(scalars(builder, inputs, conjunct, ctes, in_where=True)))
+        else:  # joins first: a LEFT JOIN replaces inputs.conditions
+            condition = scalars(builder, inputs, conjunct, ctes, in_where=True)
+            inputs.conditions.append(inputs.rename(condition))
     for node, negated in semis:
         _semi_join(builder, inputs, node, negated, ctes)
 
@@ -79,7 +80,8 @@ def scalars(builder, inputs: Inputs, expression: exp.Expression, ctes, in_where:
         if not isinstance(query, exp.Select) or query.args.get("group") or len(query.expressions) != 1 or not list(aggregates.calls_in(query.expressions[0])):
             raise builder.unsupported(
                 sub, "a scalar subquery that is not one aggregate without GROUP BY",
-                "a scalar subquery must return exactly one row: select one aggregate, without GROUP BY",
+                "Spark fails at run time when a scalar subquery returns more than one row; ivm keeps those "
+                "that always return one: select one aggregate, without GROUP BY",
             )
         name = f"__s{len(inputs.sources) + inputs.wrapped + 1}"
         correlated, local = _split(query)
@@ -96,16 +98,13 @@ def scalars(builder, inputs: Inputs, expression: exp.Expression, ctes, in_where:
 
 
 def _correlated_scalar(builder, inputs, sub, query, correlated, local, name, ctes, in_where) -> exp.Expression:
-    """``x < (SELECT agg FROM t WHERE t.k = outer.k)``: join GROUP BY t.k on t.k = outer.k.
+    """``(SELECT agg FROM t WHERE t.k = outer.k)``: a join with the aggregate grouped by t.k.
 
-    Exact only where a missing group's NULL drops the row: a comparison in WHERE, and not
-    COUNT (whose empty group is 0, not NULL)."""
-    call = next(aggregates.calls_in(query.expressions[0]))
-    if not in_where or not isinstance(sub.parent, COMPARISONS) or isinstance(call, exp.Count):
-        raise builder.unsupported(
-            sub, "a correlated scalar subquery outside a WHERE comparison (or with COUNT)",
-            "compare it in WHERE (x < (SELECT ...)), or join a GROUP BY subquery in FROM",
-        )
+    Compared in WHERE, where an outer row without a group gets NULL and is dropped anyway,
+    an inner join (bilinear: maintained from the changes). Anywhere else, or when the value
+    over no rows is not NULL (COUNT's 0: the COUNT bug), a LEFT JOIN, recomputed per touched
+    correlation value, where an outer row without a group takes the subquery's value over no
+    rows, as Spark's own decorrelation does (each aggregate's result on an empty input)."""
     pairs = []
     for conjunct in correlated:
         inner_side, outer_side = _sides(conjunct, _aliases(query))
@@ -115,15 +114,62 @@ def _correlated_scalar(builder, inputs, sub, query, correlated, local, name, cte
                 "correlate with equalities only",
             )
         pairs.append((inner_side, outer_side))
+    value = _unalias(query.expressions[0])
+    for call in aggregates.calls_in(value):
+        function = call.sql("spark").split("(")[0].upper()
+        if function.lower() in OPAQUE_ON_EMPTY:
+            raise builder.unsupported(
+                call, f"a correlated scalar subquery over {function}",
+                "over no rows it is an empty sketch ivm cannot write: LEFT JOIN a GROUP BY subquery in FROM",
+            )
     grouped = query.copy()
     grouped.set("where", exp.Where(this=exp.and_(*local)) if local else None)
-    grouped.set("expressions", [alias(inner.copy(), f"k{i}") for i, (inner, _) in enumerate(pairs)] + [alias(query.expressions[0].this if isinstance(query.expressions[0], exp.Alias) else query.expressions[0], "v")])
+    grouped.set("expressions", [alias(inner.copy(), f"k{i}") for i, (inner, _) in enumerate(pairs)] + [alias(value.copy(), "v")])
     grouped.set("group", exp.Group(expressions=[inner.copy() for inner, _ in pairs]))
     node = builder.query(grouped, ctes)
-    inputs.sources.append((name, node))
-    for i, (_, outer) in enumerate(pairs):
-        inputs.conditions.append(inputs.rename(exp.EQ(this=outer.copy(), expression=col(f"k{i}", name))))
-    return col("v", name)
+    on = [exp.EQ(this=outer.copy(), expression=col(f"k{i}", name)) for i, (_, outer) in enumerate(pairs)]
+    if in_where and isinstance(sub.parent, COMPARISONS) and _null_on_empty(value):
+        inputs.sources.append((name, node))
+        inputs.conditions.extend(inputs.rename(condition) for condition in on)
+        return col("v", name)
+    inputs.join("LEFT OUTER", name, node, exp.and_(*on), "correlated scalar subquery per correlation value")
+    empty = _on_empty(value)
+    if isinstance(empty, exp.Null):
+        return col("v", name)
+    missing = exp.Is(this=col("k0", name), expression=exp.Null())
+    return exp.Case(ifs=[exp.If(this=missing, true=empty)], default=col("v", name))
+
+
+# Aggregates whose result over no rows is not NULL (Spark's defaultResult): counts are 0,
+# collected lists and sets are empty.
+ZERO_ON_EMPTY = (exp.Count, exp.CountIf, exp.ApproxDistinct, exp.RegrCount)
+EMPTY_ARRAY_ON_EMPTY = (exp.ArrayAgg, exp.ArrayUniqueAgg)
+# Aggregates whose result over no rows is an empty sketch or bitmap, not a literal.
+OPAQUE_ON_EMPTY = ("count_min_sketch", "bitmap_construct_agg", "bitmap_or_agg", "bitmap_and_agg")
+# Operators that are NULL when an operand is.
+NULL_STRICT = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.Paren, exp.Cast)
+
+
+def _empty_result(call: exp.Expression) -> exp.Expression:
+    """What the aggregate ``call`` returns over no rows."""
+    if isinstance(call, ZERO_ON_EMPTY):
+        return exp.Literal.number(0)
+    if isinstance(call, EMPTY_ARRAY_ON_EMPTY):
+        return exp.Array(expressions=[])
+    return exp.Null()
+
+
+def _on_empty(value: exp.Expression) -> exp.Expression:
+    """The subquery's ``value`` over no rows: each aggregate replaced by its empty result."""
+    return value.copy().transform(lambda node: _empty_result(node) if aggregates.is_aggregate(node) else node)
+
+
+def _null_on_empty(value: exp.Expression) -> bool:
+    """True if ``value`` is surely NULL over no rows: an aggregate whose empty result is
+    NULL, or a NULL-strict operator over such a value (TPC-H Q17's ``0.2 * AVG(x)``)."""
+    if aggregates.is_aggregate(value):
+        return isinstance(_empty_result(value), exp.Null)
+    return isinstance(value, NULL_STRICT) and any(_null_on_empty(child) for child in value.iter_expressions())
 
 
 def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool, ctes) -> None:
@@ -158,18 +204,26 @@ def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool
         conditions.append(conjunct.copy().transform(to_right))
     if isinstance(node, exp.In):
         value = node.this
-        if negated:
-            if correlated:
-                raise builder.unsupported(
-                    node, "a correlated NOT IN",
-                    "use NOT EXISTS with the value compared inside it (it differs only where NULLs are compared)",
-                )
+        if negated and not correlated:
             inputs.not_in(value, name, right)
             return
-        conditions.insert(0, exp.EQ(this=value.copy(), expression=col(right.columns[0], name)))
+        match = exp.EQ(this=value.copy(), expression=col(right.columns[0], name))
+        conditions.insert(0, _null_aware(match) if negated else match)
     kind = "LEFT ANTI" if negated else "LEFT SEMI"
-    what = "NOT EXISTS" if negated else ("IN" if isinstance(node, exp.In) else "EXISTS")
+    what = ("NOT " if negated else "") + ("IN" if isinstance(node, exp.In) else "EXISTS")
     inputs.join(kind, name, right, exp.and_(*conditions) if conditions else None, f"{what} subquery")
+
+
+def _null_aware(match: exp.EQ) -> exp.Expression:
+    """``x = c OR (x = c) IS NULL``: the anti-join condition of a correlated NOT IN.
+
+    ``x NOT IN (SELECT c FROM s WHERE corr)`` is ``NOT EXISTS (SELECT 1 FROM s WHERE corr
+    AND (x = c OR (x = c) IS NULL))``, Spark's own null-aware anti-join: a row is dropped
+    when its correlated set holds its value (FALSE) or a NULL, or its value is NULL and the
+    set is not empty (NULL); an empty set keeps it (TRUE). Keyed by the correlation's
+    equalities, it is recomputed per touched correlation value like NOT EXISTS."""
+    unknown = exp.Is(this=exp.Paren(this=match.copy()), expression=exp.Null())
+    return exp.Paren(this=exp.or_(match, unknown))
 
 
 def _aliases(query: exp.Expression) -> set[str]:

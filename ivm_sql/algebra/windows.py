@@ -4,21 +4,86 @@ A window function's value for a row depends only on the rows of its partition, s
 change recomputes just the touched partitions (DBSP: the per-key restriction of D ∘ Q ∘ I).
 Top-k per key (QUALIFY, or a filter on ROW_NUMBER above) is a window plus a linear filter.
 A global ORDER BY ... LIMIT k has a single partition: any change recomputes it.
+Windows over grouped rows run over the grouped query in FROM (``over_groups``).
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
+from ivm_sql.algebra import aggregates
 from ivm_sql.algebra.nodes import Node, Recompute, Select
 from ivm_sql.sqlbuild import alias, col, ident, subquery
 
 WINDOW_INPUT = "__in"
 KEEP = "__ivm_keep"
+GROUPED = "__grouped"
 
 
 def _input_table() -> exp.Table:
     return exp.Table(this=ident(WINDOW_INPUT), alias=exp.TableAlias(this=ident(WINDOW_INPUT)))
+
+
+def group_calls(expression: exp.Expression) -> list[exp.Expression]:
+    """The aggregate calls of the GROUP BY in ``expression``: outermost, and inside window
+    functions (``RANK() OVER (ORDER BY COUNT(*))``, ``SUM(SUM(x)) OVER ()``), but not a
+    window's own function (``SUM(x) OVER (...)``)."""
+    if isinstance(expression, exp.Window):
+        function = expression.this
+        spec = [child for child in expression.iter_expressions() if child is not function]
+        return [call for child in [*function.iter_expressions(), *spec] for call in group_calls(child)]
+    if aggregates.is_aggregate(expression):
+        return [expression]
+    return [c for child in expression.iter_expressions() for c in group_calls(child)]
+
+
+def over_groups(select: exp.Select) -> bool:
+    """True if the SELECT has window functions and groups its rows."""
+    qualify = select.args.get("qualify")
+    windowed = qualify is not None or any(e.find(exp.Window) for e in select.expressions)
+    grouped = select.args.get("group") is not None or select.args.get("having") is not None
+    return windowed and (grouped or any(group_calls(e) for e in select.expressions))
+
+
+def grouped_first(builder, select: exp.Select) -> exp.Select:
+    """``SELECT g, agg, w(agg) OVER (...) FROM t GROUP BY g HAVING h QUALIFY q`` as
+    ``SELECT __grouped.__g0 AS g, __grouped.__a0 AS agg, w(__grouped.__a0) OVER (...)
+    FROM (SELECT g AS __g0, agg AS __a0 FROM t GROUP BY g HAVING h) AS __grouped QUALIFY q``.
+
+    SQL runs windows after GROUP BY and HAVING, over the grouped rows, reading only the
+    group keys and aggregates: the same rows. The grouped query is then kept like any
+    aggregate (from the change, or per touched group), and the windows per partition."""
+    keys = list(select.args["group"].expressions) if select.args.get("group") is not None else []
+    qualify = select.args.get("qualify")
+    calls: list[exp.Expression] = []
+    for expression in [*select.expressions, *([qualify.this] if qualify is not None else [])]:
+        calls.extend(c for c in group_calls(expression) if c not in calls)
+    grouped = select.copy()
+    for key in ("with_", "qualify", "distinct"):
+        grouped.set(key, None)
+    grouped.set("expressions", [alias(k.copy(), f"__g{i}") for i, k in enumerate(keys)]
+                + [alias(c.copy(), f"__a{j}") for j, c in enumerate(calls)])
+
+    def over_grouped(expression: exp.Expression) -> exp.Expression:
+        def replace(node: exp.Expression) -> exp.Expression:
+            if node in keys:
+                return col(f"__g{keys.index(node)}", GROUPED)
+            window_function = isinstance(node.parent, exp.Window) and node.arg_key == "this"
+            if node in calls and not window_function:
+                return col(f"__a{calls.index(node)}", GROUPED)
+            return node
+
+        result = expression.copy().transform(replace)
+        aggregates.require_grouped(builder, result, GROUPED)
+        return result
+
+    outer = exp.select(*(alias(over_grouped(e.unalias()), e.alias_or_name) for e in select.expressions))
+    outer = outer.from_(subquery(grouped, GROUPED))
+    if qualify is not None:
+        outer.set("qualify", exp.Qualify(this=over_grouped(qualify.this)))
+    if select.args.get("distinct") is not None:
+        outer.set("distinct", select.args["distinct"].copy())
+    return outer
 
 
 def build(builder, select: exp.Select, sources, condition) -> Node:
