@@ -28,12 +28,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """The one Spark session of the test run, with its catalog in a temporary directory.
 
     The test tables hold a few rows, so adaptive query execution only adds planning work
-    (measured: a 4-view refresh of the demo 11.5 s with it and C1-only JIT, 8 s without),
-    and one shuffle partition is enough: ivm's own small-data execution uses one, and the
-    compiled rounds and the oracle's comparisons now do too.
+    (measured: a 4-view refresh of the demo 11.5 s with it and C1-only JIT, 8 s without).
     """
     settings = {
-        "spark.sql.shuffle.partitions": "1",
+        "spark.sql.shuffle.partitions": "2",
         "spark.sql.adaptive.enabled": "false",
         # hundreds of Delta tables by the end of the run: with Spark's default 1g heap, the
         # TPC-H comparisons ran out of memory for broadcasts (or timed out in GC)
