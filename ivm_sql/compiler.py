@@ -20,12 +20,11 @@ from ivm_sql.algebra.prune import prune
 from ivm_sql.catalog import Catalog, QueryError, Schema
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import SqlError, UnsupportedError
-from ivm_sql.incremental.fixpoint import iterate
+from ivm_sql.incremental import fixpoint
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Versions
 from ivm_sql.physical import changes, execution, layout, materialize
-from ivm_sql.runtime import fixpoint
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
 from ivm_sql.viewdefs import ViewDef
@@ -125,7 +124,7 @@ def plan_fingerprint(stage: Stage, output: Scan | None = None) -> str:
     pins = symbolic_pins([stage])
     text = f"{stage.kind}\n{to_sql(stage.initial_query(pins), pretty=False)}"
     if stage.kind == "fixpoint":  # the recursive term is part of what the table holds
-        text += f"\n{to_sql(iterate(stage.node, fixpoint.ITERATION_VIEW, pins), pretty=False)}"
+        text += f"\n{to_sql(fixpoint.iterate(stage.node, fixpoint.ITERATION_VIEW, pins), pretty=False)}"
     if output is not None:
         text += f"\n{to_sql(rows_query(output), pretty=False)}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -416,7 +415,7 @@ def _fixpoint_lines(stage: Stage, initial: exp.Query, symbolic: dict[str, Versio
         to_sql(stage.change_query(symbolic)) + ";",
         f"-- then, until X_j is empty (at most spark.sql.cteRecursionLevelLimit = {fixpoint.DEFAULT_LIMIT} iterations by default), "
         f"X_(j+1) = the recursive term over X_j (`{iteration}`):",
-        to_sql(iterate(stage.node, iteration, symbolic)) + ";",
+        to_sql(fixpoint.iterate(stage.node, iteration, symbolic)) + ";",
         f"-- the table is created from, or merged with, the sum X_0 + X_1 + ... (`{total.name}`):",
         to_sql(create_table(stage, exp.select(exp.Star()).from_(total), fingerprint)) + ";",
         to_sql(stage.merge(exp.select(exp.Star()).from_(total))) + ";",

@@ -11,7 +11,7 @@ import pytest
 
 from ivm_sql.errors import RefreshError
 from ivm_sql.project import Project
-from ivm_sql.runtime.fixpoint import LIMIT_SETTING
+from ivm_sql.incremental.fixpoint import LIMIT_SETTING
 
 from oracle import INCREMENTAL_ONLY, SEEDS, MakeProject, ViewSpec, compare_views, values_clause, views_file
 

@@ -26,6 +26,10 @@ from ivm_sql.incremental import delta, snapshot
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.sqlbuild import consolidate, union_all
 
+ITERATION_VIEW = "__ivm_fixpoint_x"  # X_j is read as the temporary view __ivm_fixpoint_x<j>
+# Spark stops its own WITH RECURSIVE after this many iterations; the loop stops there too.
+LIMIT_SETTING = "spark.sql.cteRecursionLevelLimit"
+DEFAULT_LIMIT = 100
 AS_IT_IS = Versions(None, None, False)  # a table read as it is now: the stage's own, or an iteration's
 
 

@@ -18,14 +18,9 @@ from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Recursive
 from ivm_sql.errors import RefreshError
-from ivm_sql.incremental.fixpoint import iterate
+from ivm_sql.incremental.fixpoint import DEFAULT_LIMIT, ITERATION_VIEW, LIMIT_SETTING, iterate
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import consolidate, table, to_sql, union_all
-
-LIMIT_SETTING = "spark.sql.cteRecursionLevelLimit"
-DEFAULT_LIMIT = 100
-ITERATION_VIEW = "__ivm_fixpoint_x"
-
 
 @dataclass(frozen=True)
 class Solution:
