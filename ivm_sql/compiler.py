@@ -20,7 +20,7 @@ from ivm_sql.algebra.prune import prune
 from ivm_sql.catalog import Catalog, QueryError, Schema
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import SqlError, UnsupportedError
-from ivm_sql.incremental import fixpoint
+from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Versions
@@ -401,8 +401,22 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
             "-- each refresh:",
             to_sql(stage.merge_statement(symbolic)) + ";",
         ]
+        if stage.aggregate is not None and extremes.calls(stage.aggregate):
+            lines += _rescan_lines(stage, symbolic)
     lines += ["", "-- what users query:", to_sql(plan.user_view()) + ";"]
     return "\n".join(lines) + "\n"
+
+
+def _rescan_lines(stage: Stage, symbolic: dict[str, Versions]) -> list[str]:
+    """The query that replaces the MERGE's source when a MIN or MAX lost its last row."""
+    node = stage.aggregate
+    flagged = f"{INTERNAL_PREFIX}_change"
+    contents = snapshot(node.input, {t: replace(v, old=None) for t, v in symbolic.items()}, "new")
+    return [
+        f"-- only when the change flags a group whose MIN/MAX lost its last row ({extremes.LOST}), the MERGE's source is",
+        f"-- the change (`{flagged}`) with those groups' extremes recomputed from the input:",
+        to_sql(extremes.rescanned(node, flagged, aggregate.change_columns(node), contents)) + ";",
+    ]
 
 
 def _fixpoint_lines(stage: Stage, initial: exp.Query, symbolic: dict[str, Versions], fingerprint: str) -> list[str]:

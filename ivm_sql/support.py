@@ -26,7 +26,8 @@ SUPPORTED = [
     ("SELECT DISTINCT, UNION", "SELECT DISTINCT b FROM t"),
     ("GROUP BY with COUNT, SUM, AVG; HAVING; expressions over them", "SELECT b, COUNT(*) AS n, SUM(a) * 2 AS s, AVG(a) AS m FROM t GROUP BY b HAVING COUNT(a) > 1"),
     ("global aggregate (no GROUP BY)", "SELECT COUNT(*) AS n, SUM(d) AS s FROM u"),
-    ("MIN, MAX, COUNT(DISTINCT), percentile, collect_set, sort_array(collect_list(x)), max_by, stddev, ...", "SELECT b, MIN(a) AS lo, COUNT(DISTINCT a) AS n, max_by(k, a) AS top FROM t GROUP BY b"),
+    ("MIN, MAX (beside COUNT, SUM, AVG), grouped or global", "SELECT b, MIN(a) AS lo, MAX(k) AS hi, COUNT(*) AS n FROM t GROUP BY b"),
+    ("COUNT(DISTINCT), percentile, collect_set, sort_array(collect_list(x)), max_by, stddev, ...", "SELECT b, MIN(a) AS lo, COUNT(DISTINCT a) AS n, max_by(k, a) AS top FROM t GROUP BY b"),
     ("ROLLUP, CUBE, GROUPING SETS, grouping(), grouping_id() (MIN/MAX and the like: touched groups recomputed)", "SELECT b, a, grouping_id() AS gid, COUNT(*) AS n, SUM(k) AS s FROM t GROUP BY ROLLUP (b, a) HAVING grouping(a) = 1 OR SUM(k) > 0"),
     ("LEFT / RIGHT / FULL OUTER JOIN (extra ON conditions, NULL keys)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND u.d > 0"),
     ("outer join without an equality", "SELECT t.k, u.d FROM t FULL JOIN u ON t.a < u.k"),
@@ -65,7 +66,7 @@ REFUSED = [
 STATE = {
     "bag": "the view's rows, each distinct row once with its multiplicity",
     "distinct": "each distinct row with its count",
-    "aggregate": "per group: row count, and per aggregate its non-NULL count and sum",
+    "aggregate": "per group: row count, and per aggregate its non-NULL count and sum (MIN/MAX: the extreme and how many rows hold it)",
     "recompute": "the operator's output rows with their key; inputs re-read at the new version for touched keys",
     "fixpoint": "the fixed point's rows, each with its number of derivations; each iteration kept in memory during a refresh",
 }
@@ -113,7 +114,7 @@ def render() -> str:
         "`tests/test_support.py` fails when this file and the compiler disagree.",
         "",
         "Strategies: *incremental* rules apply the change alone (DBSP: linear operators pass it",
-        "through, joins expand bilinearly, COUNT/SUM/AVG and DISTINCT update from it); *recompute",
+        "through, joins expand bilinearly, COUNT/SUM/AVG, MIN/MAX and DISTINCT update from it); *recompute",
         "touched keys* recomputes only the groups, partitions, join keys or rows present in the",
         "change, from the inputs' new versions; *recompute all* does so for the whole operator, and",
         "says so in `ivm compile` and `ivm refresh`.",

@@ -533,13 +533,13 @@ def test_sampling_and_time_travel_in_from_are_refused(source: str) -> None:
 @pytest.mark.parametrize(
     "call, group",
     [
-        ("MIN(a)", "\nGROUP BY b"), ("MAX(a)", "\nGROUP BY b"), ("COUNT(DISTINCT a)", "\nGROUP BY b"),
+        ("COUNT(DISTINCT a)", "\nGROUP BY b"),
         ("SUM(DISTINCT a)", "\nGROUP BY b"), ("try_sum(a)", ""), ("every(a > 1)", "\nGROUP BY b"),
         ("percentile(a, 0.5)", ""), ("max_by(c, a)", "\nGROUP BY b"),
     ],
 )
 def test_non_invertible_aggregates_recompute_touched_groups(call: str, group: str) -> None:
-    """Aggregates other than COUNT/SUM/AVG (including those sqlglot parses as plain
+    """Aggregates other than COUNT/SUM/AVG/MIN/MAX (including those sqlglot parses as plain
     functions) become a Recompute keyed by the group: only touched groups are recomputed."""
     select = f"SELECT {call} AS x" if not group else f"SELECT b, {call} AS x"
     node = root(f"CREATE VIEW v AS\n{select}\nFROM t{group}")
@@ -548,6 +548,17 @@ def test_non_invertible_aggregates_recompute_touched_groups(call: str, group: st
     assert isinstance(recompute, Recompute)
     assert recompute.keys == ((("g0",) if group else ()),)
     assert call.split("(")[0].upper() in recompute.reason
+
+
+@pytest.mark.parametrize("group", ["\nGROUP BY b", ""])
+def test_min_and_max_are_kept_by_the_aggregate(group: str) -> None:
+    """MIN and MAX (DISTINCT or not) join COUNT/SUM/AVG in an Aggregate, grouped or global."""
+    select = "SELECT MIN(a) AS lo, MAX(DISTINCT c) AS hi, COUNT(*) AS n" + (", b" if group else "")
+    node = root(f"CREATE VIEW v AS\n{select}\nFROM t{group}")
+    ((_, aggregate),) = node.sources
+    assert isinstance(aggregate, Aggregate)
+    assert [call.func for call in aggregate.aggs] == ["min", "max", "count_star"]
+    assert aggregate.keys == (("g0",) if group else ())
 
 
 @pytest.mark.parametrize("call", ["first(a)", "last(a)", "collect_list(a)", "any_value(a)", "concat(collect_list(a), array(1))",
@@ -778,7 +789,7 @@ REACH = """CREATE VIEW reach AS WITH RECURSIVE r(x, y, hops) AS (
 def test_recursive_cte_is_a_fixpoint_stage_whose_loop_reads_the_cte_not_a_table() -> None:
     (plan,) = compile_views(views(REACH), CATALOG, "db")
     loop, grouped = plan.stages
-    assert (loop.kind, grouped.kind) == ("fixpoint", "recompute") and grouped.sources == (loop.table,)
+    assert (loop.kind, grouped.kind) == ("fixpoint", "aggregate") and grouped.sources == (loop.table,)
     assert loop.sources == ("db.u",)  # the CTE itself is the loop, not a source to pin
     assert isinstance(loop.node, Recursive) and loop.node.columns == ("x", "y", "hops")
     rendered = render(plan)
@@ -836,8 +847,8 @@ def test_rollup_is_one_group_by_over_an_expand_keyed_by_the_set() -> None:
     assert sql(expand.condition) == "`t`.`c` <> 'x'"  # WHERE filters before the Expand
 
 
-def test_min_max_over_a_cube_recompute_the_touched_groups_of_every_set() -> None:
-    node = root("CREATE VIEW v AS SELECT a, b, MIN(c) AS lo, MAX(c) AS hi FROM t GROUP BY CUBE (a, b)")
+def test_percentile_over_a_cube_recomputes_the_touched_groups_of_every_set() -> None:
+    node = root("CREATE VIEW v AS SELECT a, b, MIN(c) AS lo, percentile(c, 0.5) AS mid FROM t GROUP BY CUBE (a, b)")
     ((_, recompute),) = node.sources
     assert isinstance(recompute, Recompute)
     assert recompute.keys == (("g0", "g1", "g2"),)

@@ -111,11 +111,11 @@ def test_project_graph_draws_tables_then_each_view_with_its_stages_in_dependency
 
 def test_every_stage_of_a_view_is_drawn_with_its_scope() -> None:
     view = parse_view(
-        "CREATE VIEW v AS WITH g AS (SELECT k, MIN(a) AS lo FROM t GROUP BY k) SELECT DISTINCT g.lo FROM g JOIN u ON g.k = u.k",
+        "CREATE VIEW v AS WITH g AS (SELECT k, mode(a) AS lo FROM t GROUP BY k) SELECT DISTINCT g.lo FROM g JOIN u ON g.k = u.k",
         Location("example.sql", 1),
     )
     graph = project_graph("db", compile_views([view], support.CATALOG, "db"))
-    recompute = "recompute touched keys / recompute touched keys: MIN per group"
+    recompute = "recompute touched keys / recompute touched keys: MODE per group"
     assert clusters(graph) == {"view v": [recompute, "distinct / incremental", "db.v"]}
     assert [n.state for n in of_kind(graph, Kind.STAGE)] == ["db.__ivm_v_s1", "db.__ivm_v"]
     assert (recompute, "distinct / incremental", "") in edges(graph)
@@ -179,7 +179,8 @@ def test_aggregate_over_a_view_shows_its_groups_state_and_strategy() -> None:
 @pytest.mark.parametrize(
     ("body", "full", "kind", "strategy"),
     [
-        ("SELECT b, MIN(a) AS lo FROM t GROUP BY b", False, Kind.RECOMPUTE_KEYS, "recompute touched keys: "),
+        ("SELECT b, mode(a) AS lo FROM t GROUP BY b", False, Kind.RECOMPUTE_KEYS, "recompute touched keys: "),
+        ("SELECT b, MIN(a) AS lo FROM t GROUP BY b", False, Kind.AGGREGATE, "incremental: MIN/MAX per group from the change alone"),
         ("SELECT k, a FROM t ORDER BY a DESC LIMIT 10", False, Kind.RECOMPUTE_ALL, "recompute all on any change: ORDER BY ... LIMIT"),
         ("SELECT k, rand() AS r FROM t", True, Kind.RECOMPUTE_ALL, "recompute all on any change: the view is marked"),
         ("SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND t.a > unix_timestamp(now()) - 60", False, Kind.RECOMPUTE_ALL,
@@ -191,7 +192,7 @@ def test_aggregate_over_a_view_shows_its_groups_state_and_strategy() -> None:
         ("WITH RECURSIVE r(k, hops) AS (SELECT k, 1 FROM t UNION ALL SELECT u.k, r.hops + 1 FROM r JOIN u ON r.k = u.k "
          "WHERE r.hops < 3) SELECT k, hops FROM r", False, Kind.FIXED_POINT, "incremental: fixed-point loop"),
     ],
-    ids=["min", "limit", "full", "current-time", "temporal", "distinct", "global", "recursive"],
+    ids=["mode", "min", "limit", "full", "current-time", "temporal", "distinct", "global", "recursive"],
 )
 def test_each_stateful_operator_is_named_and_shows_its_strategy(body: str, full: bool, kind: Kind, strategy: str) -> None:
     graph = example(body, full)

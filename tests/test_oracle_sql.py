@@ -75,9 +75,17 @@ SELECT p.id, p.category, (SELECT MAX(o.qty) FROM orders o WHERE o.product_id = p
 WHERE (SELECT COUNT(o.qty) FROM orders o WHERE o.product_id = p.id AND o.qty > 1) = 0"""),
 ]
 
-# views/70_aggregates.sql: MIN and MAX under deletes, COUNT(DISTINCT), SUM(DISTINCT), other
-# deterministic aggregates per touched group, HAVING on them, a global MIN/MAX whose input empties
+# views/70_aggregates.sql: MIN and MAX under deletes (kept from the change, a group rescanned
+# when its extreme loses its last row), COUNT(DISTINCT), SUM(DISTINCT), other deterministic
+# aggregates per touched group, HAVING on them, a global MIN/MAX whose input empties
 AGGREGATES = [
+    ViewSpec("order_extremes", """
+SELECT MIN(qty) AS lo, MAX(qty) AS hi, MAX(note) AS last_note, MIN(DISTINCT customer_id) AS first_customer,
+       COUNT(*) AS n, AVG(qty) AS mean
+FROM orders"""),
+    ViewSpec("customer_extremes", """
+SELECT customer_id, MIN(qty) AS lo, MAX(qty) AS hi, MAX(note) AS last_note, COUNT(qty) AS counted
+FROM orders GROUP BY customer_id HAVING MAX(qty) IS NULL OR MIN(qty) < 100"""),
     ViewSpec("status_extremes", """
 SELECT coalesce(status, 'none') AS status, MIN(qty) AS least, MAX(note) AS last_note,
        COUNT(DISTINCT customer_id) AS customers, SUM(DISTINCT qty) AS distinct_qty,

@@ -147,12 +147,12 @@ def test_except_all_is_not_narrowed() -> None:
     assert [child.columns for _, child in first.node.sources] == [("a", "b"), ("a", "d")]
 
 
-def test_aggregate_keeps_its_results_and_reads_keys_and_arguments() -> None:
-    stage, _ = stages("CREATE VIEW v AS SELECT s.b FROM (SELECT b, SUM(a) AS total, COUNT(*) AS n FROM t GROUP BY b) s")
+def test_aggregate_keeps_the_results_read_above_and_reads_their_keys_and_arguments() -> None:
+    stage, _ = stages("CREATE VIEW v AS SELECT s.b, s.n FROM (SELECT b, SUM(a) AS total, COUNT(*) AS n FROM t GROUP BY b) s")
     assert isinstance(stage.node, Aggregate)
-    assert stage.node.columns == ("g0", "agg0", "agg1")
-    assert stage.input.columns == ("g0", "a0")
-    assert only(stage.input).columns == ("a", "b")  # c is read by nothing
+    assert stage.node.columns == ("g0", "agg1")
+    assert stage.input.columns == ("g0",)
+    assert only(stage.input).columns == ("b",)  # a (for the unread SUM) and c are read by nothing
 
 
 def test_outer_join_keeps_its_key_columns() -> None:
@@ -183,15 +183,16 @@ def test_top_k_keeps_the_order_by_columns_of_its_input() -> None:
 
 def test_max_per_group_drops_an_unread_result() -> None:
     first, _ = stages("CREATE VIEW v AS SELECT s.b, s.hi FROM (SELECT b, MAX(a) AS hi, MIN(c) AS lo FROM t GROUP BY b) s")
+    assert isinstance(first.node, Aggregate)
     assert first.node.columns == ("g0", "agg0")
-    assert stored_columns(first.node) == ("g0", "agg0", "__ivm_k0")
-    assert only(first.node).columns == ("g0", "c0")  # c1 (for MIN(c)) is read by nothing
+    assert only(first.node).columns == ("g0", "a0")  # a1 (for MIN(c)) is read by nothing
 
 
-def test_global_max_keeps_an_aggregate_to_stay_one_row() -> None:
-    """Without GROUP BY the select list must keep an aggregate, or it would return every row."""
+def test_global_aggregate_read_for_its_row_alone_keeps_one_row() -> None:
+    """Without GROUP BY the aggregate is one row even with no result read: a global Aggregate."""
     first, top = stages("CREATE VIEW v AS SELECT 1 AS one FROM (SELECT MAX(a) AS hi, MIN(b) AS lo FROM t) s")
-    assert first.node.columns == ("agg0", "agg1")
+    assert isinstance(first.node, Aggregate) and first.node.keys == ()
+    assert first.node.columns == ()
     assert top.node.sources[0][1].columns == ()  # the view reads no column of it, only its row
 
 

@@ -375,3 +375,26 @@ def test_stage_table_gets_deletion_vectors_only_when_its_load_is_large(spark, tm
     project.sql("DELETE FROM customers WHERE id = 2")
     assert {r.action for r in project.refresh()} == {"incremental"}
     assert_correct(project, specs)
+
+
+def test_min_max_rescan_a_group_only_when_its_extreme_loses_its_last_row(spark, tmp_project: MakeProject) -> None:
+    """Inserts, and deletes of other rows, are applied from the change alone; deleting the
+    last row at a group's extreme rescans that group, and the refresh says so."""
+    extremes = ViewSpec("extremes", "SELECT MAX(qty) AS hi, MIN(qty) AS lo, COUNT(*) AS n FROM orders")
+    per_status = ViewSpec("per_status", "SELECT status, MAX(qty) AS hi, MIN(id) AS first FROM orders GROUP BY status")
+    specs = [extremes, per_status]
+    project = open_project(spark, tmp_project, specs)
+    project.refresh()
+    steps = [  # (statement, what each view's refresh says)
+        ("INSERT INTO orders VALUES (6, 1, 9, 'new'), (7, 2, 0, 'new')", ("", "")),
+        ("DELETE FROM orders WHERE id = 1", ("", "rescanned 1 group")),  # qty 2 is no extreme; id 1 was MIN(id) of 'new'
+        ("DELETE FROM orders WHERE qty = 9", ("rescanned 1 group", "rescanned 1 group")),
+        ("UPDATE orders SET qty = qty + 1 WHERE status = 'shipped'", ("", "")),  # 'shipped' max 4 -> 5 (two rows)
+    ]
+    for statement, expected in steps:
+        project.sql(statement)
+        reported = actions(project.refresh())
+        for view, reason in zip(("extremes", "per_status"), expected):
+            action, said = reported[view]
+            assert action == "incremental" and (said.startswith(reason) if reason else said == ""), (statement, reported)
+        assert_correct(project, specs, statement)

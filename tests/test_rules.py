@@ -376,7 +376,7 @@ PINS = {"db.t": Versions.at(3, 7)}
 
 class TestAggregate:
     def merge(self, node: Aggregate) -> tuple[exp.Merge, list[exp.When]]:
-        return merge_parts(aggregate.merge("db.__ivm_v", node, aggregate.change(node, delta(node.input, PINS))))
+        return merge_parts(aggregate.merge("db.__ivm_v", node, aggregate.change(node, delta(node.input, PINS), "db.__ivm_v")))
 
     def test_state_columns(self) -> None:
         assert [name for name, _ in aggregate.partials(GROUPED)] == [
@@ -384,7 +384,7 @@ class TestAggregate:
         ]  # COUNT(*) reads the group's row count: no column of its own
 
     def test_change_sums_weighted_partials_per_group(self) -> None:
-        query = parse(aggregate.change(GROUPED, delta(GROUPED.input, PINS)))
+        query = parse(aggregate.change(GROUPED, delta(GROUPED.input, PINS), "db.__ivm_v"))
         assert [e.sql("spark") for e in query.args["group"].expressions] == ["`g0`"]
         assert output(query, "__ivm_count") == f"COALESCE(SUM(`{WEIGHT}`), 0)"
         assert output(query, "__ivm_n1") == f"COALESCE(SUM(IF(`a0` IS NULL, 0, `{WEIGHT}`)), 0)"
@@ -419,7 +419,7 @@ class TestAggregate:
         assert update.args["matched"] and not insert.args["matched"]
 
     def test_global_aggregate_change_is_one_row_unless_it_sums_to_nothing(self) -> None:
-        query = parse(aggregate.change(GLOBAL, delta(GLOBAL.input, PINS)))
+        query = parse(aggregate.change(GLOBAL, delta(GLOBAL.input, PINS), "db.__ivm_v"))
         assert query.args.get("group") is None and query.args.get("having") is not None
         # the initial load always has the global row, even over no rows
         initial = parse(aggregate.initial(GLOBAL, snapshot(GLOBAL.input, PINS, "new")))

@@ -1,8 +1,9 @@
 """GROUP BY and aggregates -> algebra.
 
-Invertible aggregates only (COUNT, SUM, AVG): an Aggregate, updated from the change alone.
-Any other deterministic aggregate (MIN, MAX, COUNT(DISTINCT), percentiles, collect_set,
-max_by, stddev, ...): a Recompute keyed by the group, so only touched groups are recomputed.
+COUNT, SUM and AVG (invertible) and MIN and MAX (monotone under insertion): an Aggregate,
+updated from the change alone. Any other deterministic aggregate (COUNT(DISTINCT),
+percentiles, collect_set, max_by, stddev, ...): a Recompute keyed by the group, so only
+touched groups are recomputed.
 Either way: a Select computing keys and arguments below, and a Select computing the output
 expressions and HAVING from keys and results above.
 """
@@ -60,6 +61,17 @@ def invertible(node: exp.Expression) -> tuple[str, exp.Expression | None] | None
     return None
 
 
+def kept(node: exp.Expression) -> tuple[str, exp.Expression | None] | None:
+    """(function, argument) for the aggregates an Aggregate keeps: the invertible ones, and
+    MIN(x) and MAX(x) (DISTINCT changes neither); None for any other."""
+    if isinstance(node, (exp.Min, exp.Max)) and not node.expressions:
+        argument = node.this.expressions[0] if isinstance(node.this, exp.Distinct) else node.this
+        if isinstance(node.this, exp.Distinct) and len(node.this.expressions) != 1:
+            return None
+        return ("min" if isinstance(node, exp.Min) else "max"), argument.copy()
+    return invertible(node)
+
+
 def _order_dependent(call: exp.Expression) -> bool:
     return isinstance(call, ORDER_DEPENDENT) or (isinstance(call, exp.Anonymous) and call.name.lower() in ORDER_DEPENDENT_NAMES)
 
@@ -89,7 +101,7 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
             )
     key_names = tuple(f"g{i}" for i in range(len(keys)))
     names = tuple(f"agg{j}" for j in range(len(found)))
-    if all(invertible(call) is not None for call in found):
+    if all(kept(call) is not None for call in found):
         stateful = _aggregate(sources, condition, keys, found)
     else:
         stateful = _recompute(sources, condition, keys, found)
@@ -132,7 +144,7 @@ def _aggregate(sources, condition, keys: list[exp.Expression], found: list[exp.E
     args: list[exp.Expression] = []
     calls = []
     for j, node in enumerate(found):
-        func, arg = invertible(node)
+        func, arg = kept(node)
         arg_name = None
         if arg is not None:
             if arg not in args:
@@ -170,7 +182,7 @@ def _recompute(sources, condition, keys: list[exp.Expression], found: list[exp.E
     query = exp.select(*outputs).from_(exp.Table(this=ident(GROUP_INPUT), alias=exp.TableAlias(this=ident(GROUP_INPUT))))
     if key_names:
         query = query.group_by(*(col(k, GROUP_INPUT) for k in key_names))
-    names = ", ".join(sorted({_function_name(c) for c in found if invertible(c) is None}))
+    names = ", ".join(sorted({_function_name(c) for c in found if kept(c) is None}))
     return Recompute(
         ((GROUP_INPUT, inner),), (key_names,), query, key_names + tuple(f"agg{j}" for j in range(len(found))),
         f"{names} per group",

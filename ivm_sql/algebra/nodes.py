@@ -87,7 +87,7 @@ class AggCall:
     name: str
 
 
-AGGREGATES = ("count_star", "count", "sum", "avg")
+AGGREGATES = ("count_star", "count", "sum", "avg", "min", "max")
 
 
 @dataclass(frozen=True, eq=False)

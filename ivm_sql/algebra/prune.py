@@ -72,8 +72,10 @@ def _distinct(node: Distinct, required: set[str]) -> Distinct:
 
 
 def _aggregate(node: Aggregate, required: set[str]) -> Aggregate:
-    read = set(node.keys) | {call.arg for call in node.aggs if call.arg is not None}
-    return replace(node, input=_prune(node.input, read))
+    """Keep the keys and the aggregates read above (each keeps state only for itself)."""
+    aggs = tuple(call for call in node.aggs if call.name.lower() in required)
+    read = set(node.keys) | {call.arg for call in aggs if call.arg is not None}
+    return replace(node, input=_prune(node.input, read), aggs=aggs)
 
 
 def _recompute(node: Recompute, required: set[str]) -> Recompute:

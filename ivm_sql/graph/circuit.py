@@ -27,7 +27,7 @@ from ivm_sql.incremental.stages import Stage
 from ivm_sql.sqlbuild import DIALECT
 
 STAGE_OPERATORS = {"bag": Kind.INTEGRATE, "distinct": Kind.DISTINCT, "aggregate": Kind.AGGREGATE, "fixpoint": Kind.FIXED_POINT}
-CALLS = {"count_star": "COUNT(*)", "count": "COUNT({})", "sum": "SUM({})", "avg": "AVG({})"}
+CALLS = {"count_star": "COUNT(*)", "count": "COUNT({})", "sum": "SUM({})", "avg": "AVG({})", "min": "MIN({})", "max": "MAX({})"}
 SQL_WIDTH = 100  # longer conditions and column lists are cut, with an ellipsis
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -1,11 +1,12 @@
-"""GROUP BY with COUNT, SUM and AVG: invertible aggregates updated from the change alone.
+"""GROUP BY with COUNT, SUM and AVG (and MIN and MAX): updated from the change alone.
 
 DBSP (Section 4.2, incremental aggregation of a linear aggregate): COUNT(*), COUNT(x) and
 SUM(x) are linear in the input's weights, so the change of a group's result is the same
 aggregate over the group's change. The state table keeps, per group, the row count and per
 aggregate its non-NULL count and weighted sum; AVG is SUM / COUNT. A group is deleted when
 its row count reaches zero; a global aggregate (no GROUP BY) keeps its single row always,
-so COUNT over no rows is 0 and SUM over no rows is NULL, exactly as SQL says.
+so COUNT over no rows is 0 and SUM over no rows is NULL, exactly as SQL says. MIN and MAX
+keep their extreme and its count beside these (``incremental.extremes``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Aggregate, Scan
+from ivm_sql.incremental import extremes
 from ivm_sql.sqlbuild import WEIGHT, alias, coalesce_zero, col, lit, null_safe_eq, subquery, sum_of, table
 
 COUNT = "__ivm_count"
@@ -32,7 +34,7 @@ def partials(node: Aggregate) -> list[tuple[str, exp.Expression]]:
     weight = col(WEIGHT)
     result = [(COUNT, sum_of(weight))]
     for j, call in enumerate(node.aggs):
-        if call.func == "count_star":  # the group's row count itself
+        if call.func == "count_star" or call.func in extremes.EXTREMES:  # the row count; kept apart
             continue
         arg = col(call.arg)
         counted = exp.If(this=exp.Is(this=arg, expression=exp.Null()), true=lit(0), false=weight.copy())
@@ -56,17 +58,31 @@ def _aggregate(node: Aggregate, rows: exp.Query, drop_zero: bool) -> exp.Select:
 
 
 def initial(node: Aggregate, contents: exp.Query) -> exp.Select:
-    return _aggregate(node, contents, drop_zero=False)
+    if not extremes.calls(node):
+        return _aggregate(node, contents, drop_zero=False)
+    select = _aggregate(node, extremes.with_extremes(node, contents), drop_zero=False)
+    return select.select(*extremes.initial_outputs(node))
 
 
-def change(node: Aggregate, changes: exp.Query) -> exp.Select:
-    return _aggregate(node, changes, drop_zero=True)
+def change(node: Aggregate, changes: exp.Query, table_name: str) -> exp.Select:
+    """The change of each touched group's state; with MIN or MAX, also their new values (read
+    against the stored ones) and whether a group must be rescanned (``extremes.LOST``)."""
+    if not extremes.calls(node):
+        return _aggregate(node, changes, drop_zero=True)
+    return extremes.change(node, table_name, _aggregate(node, changes, drop_zero=False), changes, COUNT)
+
+
+def change_columns(node: Aggregate) -> tuple[str, ...]:
+    """The columns of ``change``'s rows."""
+    columns = (*node.keys, *(name for name, _ in partials(node)))
+    return (*columns, *extremes.state_columns(node), extremes.LOST) if extremes.calls(node) else columns
 
 
 def merge(table_name: str, node: Aggregate, change_query: exp.Query) -> exp.Merge:
     """Add each group's change to its state; delete a group whose row count reaches zero."""
     on = exp.and_(*(null_safe_eq(col(k, TARGET), col(k, CHANGE)) for k in node.keys)) if node.keys else exp.true()
     state = [name for name, _ in partials(node)]
+    replaced = extremes.state_columns(node)  # the change holds their new values
     whens = []
     if node.keys:
         emptied = exp.EQ(this=exp.Add(this=col(COUNT, TARGET), expression=col(COUNT, CHANGE)), expression=lit(0))
@@ -75,8 +91,9 @@ def merge(table_name: str, node: Aggregate, change_query: exp.Query) -> exp.Merg
         exp.EQ(this=col(name, TARGET), expression=exp.Add(this=col(name, TARGET), expression=col(name, CHANGE)))
         for name in state
     ]
+    updates += [exp.EQ(this=col(name, TARGET), expression=col(name, CHANGE)) for name in replaced]
     whens.append(exp.When(matched=True, then=exp.Update(expressions=updates)))
-    columns = [*node.keys, *state]
+    columns = [*node.keys, *state, *replaced]
     whens.append(
         exp.When(
             matched=False,
@@ -94,6 +111,9 @@ def reader(table_name: str, node: Aggregate) -> Scan:
     exprs: list[exp.Expression] = [col(k) for k in node.keys]
     for j, call in enumerate(node.aggs):
         count = col(COUNT if call.func == "count_star" else nonnull_count(j))
+        if call.func in extremes.EXTREMES:
+            exprs.append(col(extremes.extreme(j)))
+            continue
         if call.func in ("count_star", "count"):
             exprs.append(count)
             continue

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from ivm_sql.algebra.clock import node_reads_clock, reads_clock
 from ivm_sql.algebra.nodes import RECURSIVE_PREFIX, Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll, scans
-from ivm_sql.incremental import aggregate, bag, delta, distinct, fixpoint, recompute, snapshot
+from ivm_sql.incremental import aggregate, bag, delta, distinct, extremes, fixpoint, recompute, snapshot
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, col
 
@@ -25,6 +25,7 @@ METHODS = {
     "bag": "linear and join changes applied to the stored rows (multiplicity per row)",
     "distinct": "per-row counts, a row appears or disappears when its count crosses zero",
     "aggregate": "COUNT/SUM/AVG per group updated from the change alone",
+    "extremes": "MIN/MAX per group from the change alone, a group rescanned only when its extreme loses its last row",
     "fixpoint": "fixed-point loop, the recursive term iterated over the change until it is empty",
 }
 TEMPORAL = "temporal filter: rows enter and leave as the clock passes their bounds"
@@ -85,6 +86,8 @@ class Stage:
     def strategy(self) -> str:
         """The scope and how, or why: shown by `ivm compile`, `ivm refresh` and `ivm graph`."""
         method = self.node.reason if isinstance(self.node, Recompute) else METHODS[self.kind]
+        if self.aggregate is not None and extremes.calls(self.aggregate):
+            method = METHODS["extremes"]
         if self.reads_clock and not self.every_refresh:
             method += f"; {TEMPORAL}"
         return f"{self.scope}: {method}"
@@ -111,7 +114,7 @@ class Stage:
         if changes is None:
             return None
         if isinstance(self.node, Aggregate):
-            return aggregate.change(self.node, changes)
+            return aggregate.change(self.node, changes, self.table)
         module = distinct if self.kind == "distinct" else bag
         return module.change(self.node.columns, changes)
 

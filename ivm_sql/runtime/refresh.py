@@ -33,7 +33,9 @@ from ivm_sql.physical import execution, layout
 from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
+from ivm_sql.incremental import extremes
 from ivm_sql.runtime import delta_log, fixpoint
+from ivm_sql.runtime.extremes import settled as settled_extremes
 from ivm_sql.sqlbuild import lit, table_at, to_sql
 
 
@@ -69,6 +71,7 @@ class Refresher:
         self.now = micros(now or datetime.now(timezone.utc))
         self.now_of: dict[str, int] = {}  # ivm table -> the time it reflects, if it reads the clock
         self.iterations: dict[str, int] = {}  # recursive stage -> iterations its loop ran
+        self.rescanned: dict[str, int] = {}  # MIN/MAX stage -> groups rescanned for a lost extreme
         self.full = full
         self.cost = cost
         self.row_counts: dict[tuple[str, int], int] = {}  # (table, version) -> rows, for the cost model
@@ -180,6 +183,9 @@ class Refresher:
         if reason is not None:
             self.recomputed.add(stage.table)
             return ("created" if not exists else "recomputed"), reason
+        if self.rescanned.get(stage.table):  # a partial recompute is shown, never silent
+            groups = self.rescanned[stage.table]
+            return "incremental", f"rescanned {groups} group{'' if groups == 1 else 's'} whose MIN/MAX lost its last row"
         if stage.kind == "recompute":  # a recompute is shown, never silent
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
@@ -194,7 +200,7 @@ class Refresher:
         small = small_change and self._is_small(change, also=[(stage.table, own_version)])
         try:
             with execution.for_small_data(self.spark, enabled=small), self._solved(stage, change) as change, \
-                    materialized(self.spark, change) as staged:
+                    self._settled(stage, change) as change, materialized(self.spark, change) as staged:
                 if staged.rows:
                     self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
         except (PySparkException, Py4JJavaError) as error:
@@ -243,6 +249,16 @@ class Refresher:
         with fixpoint.solved(self.spark, stage.node, query, self._new_pins(stage), stage.table) as solution:
             self.iterations[stage.table] = solution.iterations
             yield solution.query if solution.query is not None else query
+
+    @contextmanager
+    def _settled(self, stage: Stage, change: exp.Query) -> Iterator[exp.Query]:
+        """For an aggregate with MIN or MAX, its change with lost extremes rescanned."""
+        if stage.aggregate is None or not extremes.calls(stage.aggregate):
+            yield change
+            return
+        with settled_extremes(self.spark, stage.aggregate, change, self._new_pins(stage)) as settled:
+            self.rescanned[stage.table] = settled.rescanned
+            yield settled.query
 
     def _keep_time(self, table: str, now: int | None) -> None:
         if now is not None:
