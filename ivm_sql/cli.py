@@ -11,9 +11,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ivm_sql import report_json
 from ivm_sql.errors import IvmError
 from ivm_sql.graph import Format, choose_format, draw, image_path, text
+from ivm_sql.progress import RefreshProgress
 from ivm_sql.project import Project
+from ivm_sql.runtime.lifecycle import TOMBSTONE_HOURS, ViewState
 
 app = typer.Typer(
     help="Keep SQL views materialized on Spark and Delta Lake, refreshed incrementally.",
@@ -40,24 +43,35 @@ def main(
     ctx.obj = {"path": project, "verbose": verbose}
 
 
+JSON_HELP = "Print one JSON document on standard output instead (see the README for its fields)."
+
+
 @contextmanager
-def opened(ctx: typer.Context) -> Iterator[Project]:
-    """The project, with every failure turned into one clear message and exit code 1."""
+def opened(ctx: typer.Context, as_json: bool = False) -> Iterator[Project]:
+    """The project, with every failure turned into one clear message and exit code 1 (130
+    when interrupted). With ``as_json``, the failure is also a JSON document on stdout."""
     try:
         yield Project.open(ctx.obj["path"], verbose=ctx.obj["verbose"])
+    except typer.Exit:  # a command's own exit code (a verify mismatch, a refusal)
+        raise
     except IvmError as error:
-        err.print(f"[red]{error}[/red]")
-        raise typer.Exit(1) from None
+        _fail(error, 1, as_json)
     except KeyboardInterrupt:
-        err.print("interrupted")
-        raise typer.Exit(130) from None
+        _fail(IvmError("interrupted"), 130, as_json, plain="interrupted")
     except Exception as error:  # a Spark or Java failure we did not foresee: one line, no stack
         from ivm_sql.catalog import first_line
 
-        err.print(f"[red]error: {first_line(error)}[/red]\n  hint: run with --verbose for details")
-        if ctx.obj["verbose"]:
+        if ctx.obj["verbose"] and not as_json:
+            err.print(f"[red]error: {first_line(error)}[/red]")
             raise
-        raise typer.Exit(1) from None
+        _fail(IvmError(first_line(error), hint="run with --verbose for details"), 1, as_json)
+
+
+def _fail(error: IvmError, code: int, as_json: bool, plain: str | None = None) -> None:
+    err.print(plain or f"[red]{error}[/red]", markup=plain is None)
+    if as_json:
+        typer.echo(report_json.dumps(report_json.error_document(error)))
+    raise typer.Exit(code) from None
 
 
 @app.command()
@@ -77,10 +91,14 @@ def compile(
     ctx: typer.Context,
     views: Optional[List[str]] = typer.Argument(None, help="Views to show (default: all)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Write one VIEW.sql file per view here."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Print the Spark SQL that maintains each view, without running anything on data."""
-    with opened(ctx) as project:
+    with opened(ctx, as_json) as project:
         compiled = project.compile(views or None)
+        if as_json:
+            typer.echo(report_json.dumps(report_json.compile_document(compiled)))
+            return
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             for item in compiled:
@@ -122,26 +140,39 @@ def refresh(
     ctx: typer.Context,
     views: Optional[List[str]] = typer.Argument(None, help="Views to refresh (and the views they read); default: all."),
     full: bool = typer.Option(False, "--full", help="Recompute from scratch instead of applying changes."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    """Bring views up to date with every source change since their last refresh."""
-    with opened(ctx) as project:
+    """Bring views up to date with every source change since their last refresh.
+
+    On a terminal, a live line shows the view and stage being worked on, the views done and
+    the time so far."""
+    with opened(ctx, as_json) as project:
+        if as_json:
+            reports = project.refresh(views or None, full=full)
+            typer.echo(report_json.dumps(report_json.refresh_document(reports)))
+            return
         out.print(f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy")
-
-        def show(report) -> None:
-            out.print(
-                f"{report.view:<32} {report.rows_in:>8} {report.rows_out:>9} {report.seconds:>6.1f}s  {report.strategy}",
-                markup=False,
+        with RefreshProgress(out, live=out.is_terminal) as progress:
+            project.refresh(
+                views or None, full=full, on_stage=progress.stage,
+                on_view=lambda r: progress.view_done(
+                    f"{r.view:<32} {r.rows_in:>8} {r.rows_out:>9} {r.seconds:>6.1f}s  {r.strategy}"
+                ),
             )
-
-        project.refresh(views or None, full=full, on_view=show)
 
 
 @app.command()
-def status(ctx: typer.Context) -> None:
-    """Per view: the source versions it reflects, pending changes, and its row count."""
-    with opened(ctx) as project:
+def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+    """Per view: the source versions it reflects, pending changes, row count; orphaned state.
+
+    Orphaned state: ivm's tables that no view keeps any more (its file was removed)."""
+    with opened(ctx, as_json) as project:
+        statuses, orphaned = project.status(), project.orphaned()
+        if as_json:
+            typer.echo(report_json.dumps(report_json.status_document(statuses, orphaned)))
+            return
         table = Table("view", "reflects", "pending changes", "rows")
-        for item in project.status():
+        for item in statuses:
             if not item.refreshed:
                 table.add_row(item.view, "-", "never refreshed", "-")
                 continue
@@ -151,17 +182,32 @@ def status(ctx: typer.Context) -> None:
             pending = ", ".join(f"{t}@{v}" for t, v in sorted(item.pending.items())) or "none"
             table.add_row(item.view, versions, pending, str(item.rows))
         out.print(table)
+        if orphaned:
+            out.print("orphaned state, kept by no view (`ivm drop VIEW` or `ivm prune` removes it):")
+            left = Table("view", "tables", "user view")
+            for state in orphaned:
+                owner = f"{state.view} (still defined: stages it no longer has)" if state.defined else state.view
+                left.add_row(owner, ", ".join(state.tables), state.user_view or "-")
+            out.print(left)
 
 
 @app.command()
 def verify(
     ctx: typer.Context,
     views: Optional[List[str]] = typer.Argument(None, help="Views to check (default: all)."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Compare each view with its SELECT recomputed from scratch at the same versions."""
-    with opened(ctx) as project:
+    with opened(ctx, as_json) as project:
+        results = project.verify(views or None)
+        if as_json:
+            document = report_json.verify_document(results)
+            typer.echo(report_json.dumps(document))
+            if not document["ok"]:
+                raise typer.Exit(1)
+            return
         failed = 0
-        for result in project.verify(views or None):
+        for result in results:
             if result.ok:
                 out.print(f"{'skipped' if result.problem else 'ok':<9} {result.view}  {result.problem}".rstrip(), markup=False)
                 continue
@@ -173,6 +219,67 @@ def verify(
                 out.print(f"  not in the recomputed SELECT: {row}", markup=False)
         if failed:
             raise typer.Exit(1)
+
+
+YES_HELP = "Drop without asking (needed when standard input is not a terminal)."
+
+
+@app.command()
+def drop(
+    ctx: typer.Context,
+    view: str = typer.Argument(..., help="A view whose CREATE VIEW was removed from the project."),
+    yes: bool = typer.Option(False, "--yes", "-y", help=YES_HELP),
+) -> None:
+    """Remove the state tables (and the view users queried) that a removed view left behind."""
+    with opened(ctx) as project:
+        _drop_after_asking(project, [project.state_of(view)], yes)
+
+
+@app.command()
+def prune(ctx: typer.Context, yes: bool = typer.Option(False, "--yes", "-y", help=YES_HELP)) -> None:
+    """Remove every orphaned state table: those `ivm status` lists as kept by no view."""
+    with opened(ctx) as project:
+        states = project.orphaned()
+        if not states:
+            out.print("no orphaned state")
+            return
+        _drop_after_asking(project, states, yes)
+
+
+def _drop_after_asking(project: Project, states: list[ViewState], yes: bool) -> None:
+    """Say what will go, ask on a terminal (unless ``yes``), then drop it."""
+    names = [(name, "view" if name == s.user_view else "table", s.view) for s in states for name in s.names]
+    out.print(f"will drop {len(names)}:")
+    for name, kind, view in names:
+        out.print(f"  {kind:<5} {name}  (state of {view})", markup=False)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise IvmError("nothing dropped: asking for confirmation needs a terminal", hint="pass --yes to drop without asking")
+        if not typer.confirm("drop them?", default=False):
+            out.print("nothing dropped")
+            raise typer.Exit(1)
+    dropped = project.drop(states)
+    out.print(f"dropped {len(dropped)}")
+
+
+@app.command()
+def optimize(
+    ctx: typer.Context,
+    retain: float = typer.Option(
+        TOMBSTONE_HOURS, "--retain", min=0,
+        help="Hours of removed files VACUUM keeps at least (more when a view still reads older changes).",
+    ),
+) -> None:
+    """Compact ivm's state tables (OPTIMIZE) and delete files no longer needed (VACUUM).
+
+    Every file of the change feed a later refresh still reads is kept."""
+    with opened(ctx) as project:
+        for done in project.optimize(retain):
+            vacuum = done.note or (
+                f"VACUUM RETAIN {done.retained_hours} HOURS"
+                + (f": {done.files_deleted} files deleted" if done.files_deleted is not None else "")
+            )
+            out.print(f"{done.table}: {done.files_compacted} files compacted into {done.files_written}; {vacuum}", markup=False)
 
 
 @app.command()

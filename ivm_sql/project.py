@@ -21,7 +21,8 @@ from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import delta_log
-from ivm_sql.runtime.refresh import Refresher, ViewReport
+from ivm_sql.runtime import lifecycle
+from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
 from ivm_sql.sqlbuild import ident, to_sql
 from ivm_sql.viewdefs import ViewDef, load_views
@@ -30,9 +31,17 @@ CONFIG_FILE = "ivm.yaml"
 
 
 @dataclass(frozen=True)
+class CompiledStage:
+    table: str
+    kind: str  # "bag", "distinct", "aggregate", "recompute", "fixpoint"
+    strategy: str  # as `ivm compile` shows it
+
+
+@dataclass(frozen=True)
 class CompiledView:
     view: str
     sql: str
+    stages: tuple[CompiledStage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,7 +143,7 @@ class Project:
         names = [views] if isinstance(views, str) else views
         selected = set(n.lower() for n in names) if names is not None else None
         return [
-            CompiledView(p.name, render(p, self.cost_model))
+            CompiledView(p.name, render(p, self.cost_model), tuple(CompiledStage(s.table, s.kind, s.strategy) for s in p.stages))
             for p in self.plans(names)
             if selected is None or p.view.name in selected
         ]
@@ -151,13 +160,15 @@ class Project:
     def refresh(
         self, views: Iterable[str] | None = None, full: bool = False,
         on_view: Callable[[ViewReport], None] | None = None, now: datetime | None = None,
+        on_stage: Callable[[StageStart], None] | None = None,
     ) -> list[ViewReport]:
         """Bring views (and the views they read) up to date with all source changes.
 
-        ``now``: the time a filter on the current time is evaluated at (default: the clock's)."""
+        ``now``: the time a filter on the current time is evaluated at (default: the clock's).
+        ``on_stage(start)`` is called as each stage begins, ``on_view(report)`` as each view ends."""
         log = self.delta_log()
         refresher = Refresher(self.spark, full=full, cost=self.cost_model, log=log, now=now)
-        return refresher.refresh(self.plans(views, log), on_view)
+        return refresher.refresh(self.plans(views, log), on_view, on_stage)
 
     def status(self) -> list[ViewStatus]:
         result = []
@@ -180,6 +191,45 @@ class Project:
         every = {p.view.name: p for p in self.plans()}
         selected = set(v.lower() for v in views) if views is not None else None
         return [verify_view(self.spark, p, every) for p in plans if selected is None or p.view.name in selected]
+
+    # state lifecycle -------------------------------------------------------------------------
+
+    def orphaned(self) -> list[lifecycle.ViewState]:
+        """ivm's tables that no view of the project keeps any more (its file was removed, or
+        its definition lost a stage), grouped by the view they belonged to."""
+        return lifecycle.orphaned(self.spark, self.database, self.plans())
+
+    def state_of(self, view: str) -> lifecycle.ViewState:
+        """The orphaned state of one view, to drop; refuses a view the project still defines."""
+        plans = self.plans()
+        name = f"{self.database}.{view.lower()}"
+        defined = next((p for p in plans if p.name == name), None)
+        if defined is not None:
+            raise SqlError(
+                f"view {view} is still defined ({defined.view.location}); dropping its state would only make the next refresh rebuild it",
+                hint=f"remove its CREATE VIEW first, or rebuild it with ivm refresh --full {view}",
+            )
+        states = lifecycle.orphaned(self.spark, self.database, plans)
+        found = next((s for s in states if s.view == name), None)
+        if found is None:
+            orphans = ", ".join(s.view.rpartition(".")[2] for s in states if not s.defined) or "none"
+            raise SqlError(f"no state of a view named {view}", hint=f"views with orphaned state: {orphans}")
+        return found
+
+    def drop(self, states: Iterable[lifecycle.ViewState]) -> list[str]:
+        """Drop the tables (and user views) of ``states`` (from ``orphaned`` or ``state_of``);
+        the names dropped."""
+        states = list(states)
+        for state in states:
+            for name in state.tables:
+                self._locations.pop(name, None)
+        return lifecycle.drop(self.spark, states)
+
+    def optimize(self, retain_hours: float = lifecycle.TOMBSTONE_HOURS) -> list[lifecycle.Compaction]:
+        """OPTIMIZE and VACUUM the state tables of every view, keeping the change feed each
+        stage still reads (see ``lifecycle.optimize``)."""
+        log = self.delta_log()
+        return lifecycle.optimize(self.spark, log, self.plans(log=log), retain_hours)
 
     def sql(self, statement: str) -> QueryResult:
         """Run one Spark SQL statement in the project's database."""

@@ -48,6 +48,7 @@ class Commit:
     operation: str
     record: dict | None  # ivm's record, if this commit was written by ivm
     metrics: dict = field(default_factory=dict)
+    timestamp: int = 0  # when it was committed, in milliseconds since the epoch
 
     @property
     def changes_rows(self) -> bool:
@@ -177,6 +178,13 @@ class DeltaLog:
         return False
 
     def latest_version(self, table: str) -> int:
+        return max(self._versions(table))
+
+    def earliest_version(self, table: str) -> int:
+        """The oldest version whose commit file is still there (log cleanup removes old ones)."""
+        return min(self._versions(table))
+
+    def _versions(self, table: str) -> list[int]:
         folder = self._log(table)
         if not folder.exists():
             raise RefreshError(
@@ -186,7 +194,7 @@ class DeltaLog:
         versions = [int(m.group(1)) for name in folder.names() if (m := COMMIT_FILE.match(name))]
         if not versions:
             raise RefreshError(f"{table} has no Delta log", hint="is it a Delta table?")
-        return max(versions)
+        return versions
 
     def table_id(self, table: str) -> str | None:
         """The table's Delta id (from its first commit's metaData), new when it is recreated."""
@@ -231,7 +239,8 @@ class DeltaLog:
         if (table, version) not in self._commits:
             info = self._actions(table, version).get("commitInfo", {})
             self._commits[(table, version)] = Commit(
-                version, info.get("operation", ""), _parse_record(info.get("userMetadata")), info.get("operationMetrics") or {}
+                version, info.get("operation", ""), _parse_record(info.get("userMetadata")), info.get("operationMetrics") or {},
+                int(info.get("timestamp") or 0),
             )
         return self._commits[(table, version)]
 

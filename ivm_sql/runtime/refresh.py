@@ -34,7 +34,7 @@ from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
 from ivm_sql.incremental import extremes
-from ivm_sql.runtime import delta_log, fixpoint
+from ivm_sql.runtime import delta_log, fixpoint, history
 from ivm_sql.runtime.extremes import settled as settled_extremes
 from ivm_sql.sqlbuild import lit, table_at, to_sql
 
@@ -60,6 +60,19 @@ class ViewReport:
         return f"{self.action}" + (f" ({self.reason})" if self.reason else "")
 
 
+@dataclass(frozen=True)
+class StageStart:
+    """Where a refresh is, passed to ``on_stage`` as each stage begins (for progress)."""
+
+    view: str
+    view_number: int  # 1-based, in refresh order
+    views: int
+    table: str  # the stage's Delta table
+    stage_number: int
+    stages: int
+    kind: str  # "bag", "distinct", "aggregate", "recompute", "fixpoint"
+
+
 class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
@@ -83,15 +96,20 @@ class Refresher:
         self.log = log if log is not None else delta_log.DeltaLog(spark)
         self.changes = SourceChanges(spark)
 
-    def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None) -> list[ViewReport]:
+    def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None,
+                on_stage: Callable[[StageStart], None] | None = None) -> list[ViewReport]:
         for plan in plans:  # pin every base table once, before any work
             for table in plan.base_tables:
                 if table not in self.current:
                     self.current[table] = self._run(lambda: self.log.latest_version(table), table)
         reports = []
         try:
-            for plan in plans:
-                report = self.refresh_view(plan)
+            for number, plan in enumerate(plans, 1):
+                started = None if on_stage is None else (
+                    lambda i, stage, plan=plan, number=number: on_stage(StageStart(
+                        plan.name, number, len(plans), stage.table, i, len(plan.stages), stage.kind))
+                )
+                report = self.refresh_view(plan, started)
                 reports.append(report)
                 if on_view is not None:
                     on_view(report)
@@ -99,11 +117,14 @@ class Refresher:
             self.changes.close()
         return reports
 
-    def refresh_view(self, plan: ViewPlan) -> ViewReport:
+    def refresh_view(self, plan: ViewPlan, on_stage: Callable[[int, Stage], None] | None = None) -> ViewReport:
+        """``on_stage(number, stage)`` is called as each stage (numbered from 1) begins."""
         started = time.perf_counter()
         report = ViewReport(plan.name, "unchanged")
         own_tables = {stage.table for stage in plan.stages}
-        for stage in plan.stages:
+        for number, stage in enumerate(plan.stages, 1):
+            if on_stage is not None:
+                on_stage(number, stage)
             action, reason = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
             if action != "unchanged" and (report.action == "unchanged" or (report.action == "incremental" and not report.reason)):
                 report.action, report.reason = action, reason
@@ -129,6 +150,8 @@ class Refresher:
             self._keep_time(stage.table, record.get("now"))
             return "unchanged", ""
         if reason is None:
+            reason = history.log_gap(self.log, {t: (recorded[t], self.current[t]) for t in stage.sources})
+        if reason is None:
             pins = self._pins(stage, recorded)
             changed = self._changed_rows(pins)
             report.rows_in += sum(rows for table, rows in changed.items() if table not in own_tables)
@@ -151,20 +174,13 @@ class Refresher:
         before = latest if exists else -1
         with delta_log.commit_record(self.spark, new_record):
             if reason is not None:
-                initial = self._initial(stage)
-                small = self._is_small(initial, recompute=True)
-                with execution.for_small_data(self.spark, enabled=small), self._solved(stage, initial) as initial:
-                    if exists and stage.table not in self.reshaped:
-                        statement = overwrite_table(stage, initial)
-                    else:
-                        statement = create_table(stage, initial, fingerprint)
-                    self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
-                loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
-                properties = layout.properties_after_load(loaded)
-                if properties:
-                    self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
+                self._recompute(stage, exists, fingerprint)
             else:
-                self._apply_change(stage, change, latest, small_change=sum(changed.values()) <= SMALL_CHANGE)
+                try:
+                    self._apply_change(stage, change, latest, small_change=sum(changed.values()) <= SMALL_CHANGE)
+                except history.HistoryGone:  # nothing was committed: recompute instead
+                    reason = history.gone_reason(self._changed_ranges(pins))
+                    self._recompute(stage, exists, fingerprint)
             if self.log.latest_version(stage.table) == before:
                 # The change consolidated to nothing and Delta committed nothing: record the
                 # new versions anyway, or every later refresh would read them again.
@@ -190,10 +206,26 @@ class Refresher:
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
 
+    def _recompute(self, stage: Stage, exists: bool, fingerprint: str) -> None:
+        """Load the stage's whole content at the pinned versions into its table."""
+        initial = self._initial(stage)
+        small = self._is_small(initial, recompute=True)
+        with execution.for_small_data(self.spark, enabled=small), self._solved(stage, initial) as initial:
+            if exists and stage.table not in self.reshaped:
+                statement = overwrite_table(stage, initial)
+            else:
+                statement = create_table(stage, initial, fingerprint)
+            self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
+        loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
+        properties = layout.properties_after_load(loaded)
+        if properties:
+            self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
+
     def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, small_change: bool) -> None:
         """One MERGE of the stage's change (``change_query``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
-        version, which the MERGE reads."""
+        version, which the MERGE reads. Raises ``HistoryGone`` when a file of a source's
+        change data feed is missing (VACUUM removed it)."""
         if change is None:
             return
         change = self.changes.rewrite(change)
@@ -204,6 +236,8 @@ class Refresher:
                 if staged.rows:
                     self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
         except (PySparkException, Py4JJavaError) as error:
+            if history.is_missing_file(error):
+                raise history.HistoryGone() from None
             raise RefreshError(f"{stage.table}: {first_line(error)}") from None
 
     def _pins(self, stage: Stage, recorded: dict[str, int]) -> Pins:

@@ -1,0 +1,51 @@
+"""Live progress of `ivm refresh` on a terminal: the views done out of all, the view and
+stage being worked on, and the time so far, drawn below the per-view lines as they come.
+
+Off a terminal (a pipe, CI) nothing is drawn and the per-view lines are all there is, as
+before: scripts and the README's examples read them.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+
+from ivm_sql.runtime.refresh import StageStart
+
+
+class RefreshProgress:
+    """Prints the per-view lines of a refresh on ``console``, with a live bar below them when
+    ``live`` (the console is a terminal)."""
+
+    def __init__(self, console: Console, live: bool):
+        self.console = console
+        self.bar = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, transient=True,
+        ) if live else None
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> "RefreshProgress":
+        if self.bar is not None:
+            self.bar.start()
+            self.task = self.bar.add_task("reading the views and pinning source versions", total=None)
+        return self
+
+    def __exit__(self, kind: type | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def stage(self, start: StageStart) -> None:
+        """A stage begins: show which, of which view."""
+        if self.bar is not None and self.task is not None:
+            self.bar.update(self.task, total=start.views, description=(
+                f"{start.view}: stage {start.stage_number}/{start.stages} {start.table} [{start.kind}]"
+            ))
+
+    def view_done(self, line: str) -> None:
+        """A view is done: its line goes above the bar, which moves on by one."""
+        self.console.print(line, markup=False)
+        if self.bar is not None and self.task is not None:
+            self.bar.advance(self.task)

@@ -1,0 +1,68 @@
+"""The JSON documents of `--json`: the same facts as the tables, for scripts and CI.
+
+Each command prints exactly one document on standard output, always an object. A failure
+prints ``{"error", "kind", "location", "hint"}`` instead (and the usual message on standard
+error), with a non-zero exit code. Times are ISO 8601; decimals are strings, so no digit is
+lost; other values a row may hold (dates, binary) are their text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+from ivm_sql.errors import IvmError
+from ivm_sql.project import CompiledView, ViewStatus
+from ivm_sql.runtime.lifecycle import ViewState
+from ivm_sql.runtime.refresh import ViewReport
+from ivm_sql.runtime.verify import VerifyResult
+
+
+def dumps(document: dict) -> str:
+    return json.dumps(document, default=_plain, indent=2, ensure_ascii=False)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray):
+        return value.hex()
+    return str(value)
+
+
+def refresh_document(reports: list[ViewReport]) -> dict:
+    views = [{**dataclasses.asdict(r), "strategy": r.strategy} for r in reports]
+    totals = {
+        "views": len(reports),
+        "rows_in": sum(r.rows_in for r in reports),
+        "rows_out": sum(r.rows_out for r in reports),
+        "seconds": sum(r.seconds for r in reports),
+        **{action: sum(r.action == action for r in reports) for action in ("created", "recomputed", "incremental", "unchanged")},
+    }
+    return {"views": views, "totals": totals}
+
+
+def status_document(statuses: list[ViewStatus], orphaned: list[ViewState]) -> dict:
+    return {
+        "views": [dataclasses.asdict(s) for s in statuses],
+        "orphaned": [dataclasses.asdict(s) for s in orphaned],
+    }
+
+
+def compile_document(compiled: list[CompiledView]) -> dict:
+    return {"views": [dataclasses.asdict(c) for c in compiled]}
+
+
+def verify_document(results: list[VerifyResult]) -> dict:
+    views = [{**dataclasses.asdict(r), "skipped": r.ok and bool(r.problem)} for r in results]
+    return {"ok": all(r.ok for r in results), "views": views}
+
+
+def error_document(error: IvmError) -> dict:
+    location = str(error.location) if error.location else None
+    return {"error": error.message, "kind": error.kind, "location": location, "hint": error.hint}

@@ -1,0 +1,46 @@
+"""When the history a refresh needs is gone, the stage is recomputed instead, with the reason.
+
+A stage applies the change of each source between the version it recorded and the pinned
+one, read from the source's change data feed. That history can disappear:
+
+- ``VACUUM`` deleted files the feed reads (the ``_change_data`` files of an UPDATE, or the
+  data files a commit added or removed): reading the feed then fails with a missing file;
+- Delta's log cleanup (``delta.logRetentionDuration``, 30 days by default) deleted the commit
+  files of the range: the log no longer says what changed.
+
+The first is only found by reading the feed (its files are listed nowhere cheaper), so
+``is_missing_file`` recognises the failure and the refresh recomputes the stage; the second
+is found from the log's listing before any Spark job runs (``log_gap``).
+"""
+
+from __future__ import annotations
+
+from ivm_sql.runtime.delta_log import DeltaLog
+
+# How Spark and Delta report a file of a table that no longer exists.
+MISSING_FILE_ERRORS = ("FAILED_READ_FILE.FILE_NOT_EXIST", "DELTA_CHANGE_DATA_FILE_NOT_FOUND", "java.io.FileNotFoundException")
+
+
+class HistoryGone(Exception):
+    """Reading a stage's change failed on a missing file: recompute it."""
+
+
+def is_missing_file(error: Exception) -> bool:
+    text = str(error)
+    return any(marker in text for marker in MISSING_FILE_ERRORS)
+
+
+def gone_reason(ranges: list[tuple[str, tuple[int, int]]]) -> str:
+    """The reason for a recompute after reading the feed of ``ranges`` failed on a missing file."""
+    reads = ", ".join(f"{table} {old + 1}..{new}" for table, (old, new) in ranges)
+    return f"the change data feed it needs is gone ({reads}): a file was removed, by VACUUM?"
+
+
+def log_gap(log: DeltaLog, versions: dict[str, tuple[int, int]]) -> str | None:
+    """Why the changes of ``versions`` (table -> (recorded, pinned)) cannot be read from the
+    log, if its commit files were cleaned up since the recorded version; else None."""
+    for table, (old, new) in versions.items():
+        if old < new and log.earliest_version(table) > old + 1:
+            return (f"the history of {table} after version {old} is gone: its log starts at version "
+                    f"{log.earliest_version(table)} (delta.logRetentionDuration)")
+    return None
