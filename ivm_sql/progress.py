@@ -22,7 +22,7 @@ class RefreshProgress:
     def __init__(self, console: Console, live: bool):
         self.console = console
         self.bar = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=console, transient=True,
         ) if live else None
         self.task: TaskID | None = None

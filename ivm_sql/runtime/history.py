@@ -33,7 +33,7 @@ def is_missing_file(error: Exception) -> bool:
 def gone_reason(ranges: list[tuple[str, tuple[int, int]]]) -> str:
     """The reason for a recompute after reading the feed of ``ranges`` failed on a missing file."""
     reads = ", ".join(f"{table} {old + 1}..{new}" for table, (old, new) in ranges)
-    return f"the change data feed it needs is gone ({reads}): a file was removed, by VACUUM?"
+    return f"the change data feed it reads is gone ({reads}): a file of it was deleted, as VACUUM does"
 
 
 def log_gap(log: DeltaLog, versions: dict[str, tuple[int, int]]) -> str | None:

@@ -1,0 +1,212 @@
+"""`--json`, refresh progress, and the lifecycle of state (orphans, drop, prune, optimize, a
+source's vacuumed history), on real Spark and Delta through the CLI (in-process, sharing
+the test run's session)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from rich.console import Console
+
+from ivm_sql.progress import RefreshProgress
+from ivm_sql.runtime.refresh import StageStart
+
+from test_cli import (  # noqa: F401 (keep_current_database: the CLI's USE must not leak into other tests)
+    REFRESH_LINE, assert_no_traceback, database_of, ivm, keep_current_database, ok, table_rows, tables_of,
+)
+
+MakeProject = Callable[[dict[str, str]], Path]
+
+BASE = {
+    "migrations/0001_t.sql": "CREATE TABLE t (id INT, v INT) USING DELTA;\n"
+                             "INSERT INTO t VALUES (1, 1), (2, 2), (3, 3);\n",
+}
+# lo is read by hi: hi's stage reads lo's table through its change data feed
+CHAIN = "CREATE VIEW lo AS SELECT id, v FROM t WHERE v > 1;\nCREATE VIEW hi AS SELECT COUNT(*) AS n, SUM(v) AS s FROM lo;\n"
+
+
+def document(stdout: str) -> dict:
+    """The one JSON document a --json command printed: nothing else is on stdout."""
+    return json.loads(stdout)
+
+
+@pytest.fixture
+def no_retention_check(spark: SparkSession) -> Iterator[None]:
+    """Let VACUUM keep fewer hours than Delta's default 7 days, as the tests need."""
+    setting = "spark.databricks.delta.retentionDurationCheck.enabled"
+    spark.conf.set(setting, "false")
+    yield
+    spark.conf.unset(setting)
+
+
+@pytest.fixture(scope="module")
+def chain(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A migrated project of lo and hi, and what its first `ivm refresh --json` printed."""
+    root = tmp_path_factory.mktemp("lifecycle")
+    files = {**BASE, "views/v.sql": CHAIN, "ivm.yaml": f"database: t_{uuid.uuid4().hex[:8]}\n"}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    ok(root, "migrate")
+    before = spark.catalog.currentDatabase()
+    printed = ok(root, "refresh", "--json")
+    spark.catalog.setCurrentDatabase(before)
+    return root, printed
+
+
+# --json and plain output ------------------------------------------------------------------
+
+
+def test_json_documents_hold_the_tables_facts(spark: SparkSession, chain: tuple[Path, str]) -> None:
+    project, printed = chain
+    database = database_of(project)
+    created = document(printed)
+    assert [v["view"] for v in created["views"]] == [f"{database}.lo", f"{database}.hi"]
+    lo = created["views"][0]
+    assert (lo["action"], lo["reason"], lo["strategy"], lo["rows_out"]) == ("created", "new", "created (new)", 2)
+    assert lo["versions"] == {f"{database}.t": 1} and lo["now"] is None and lo["seconds"] > 0
+    assert created["totals"]["views"] == 2 and created["totals"]["created"] == 2
+    assert created["totals"]["rows_out"] == sum(v["rows_out"] for v in created["views"])
+
+    status = document(ok(project, "status", "--json"))
+    assert status["orphaned"] == []
+    assert {v["view"]: (v["refreshed"], v["rows"], v["pending"]) for v in status["views"]} == {
+        f"{database}.lo": (True, 2, {}), f"{database}.hi": (True, 1, {}),
+    }
+
+    compiled = document(ok(project, "compile", "--json", "hi"))["views"]
+    assert [c["view"] for c in compiled] == [f"{database}.hi"]
+    assert "MERGE INTO" in compiled[0]["sql"]
+    assert compiled[0]["stages"] == [{
+        "table": f"{database}.__ivm_hi", "kind": "aggregate",
+        "strategy": "incremental: COUNT/SUM/AVG per group updated from the change alone",
+    }]
+
+    verified = document(ok(project, "verify", "--json"))
+    assert verified["ok"] is True
+    assert [(v["view"], v["ok"], v["skipped"], v["missing"], v["extra"]) for v in verified["views"]] == [
+        (f"{database}.lo", True, False, [], []), (f"{database}.hi", True, False, [], []),
+    ]
+
+    error = ivm(project, "compile", "--json", "nope")
+    assert error.exit_code == 1
+    assert_no_traceback(error)
+    assert document(error.stdout) == {
+        "error": "no view named nope", "kind": "SQL error", "location": None, "hint": "views of this project: hi, lo",
+    }
+
+
+def test_plain_refresh_off_a_terminal_prints_only_its_lines(spark: SparkSession, chain: tuple[Path, str]) -> None:
+    project, _ = chain
+    ok(project, "sql", "UPDATE t SET v = 5 WHERE id = 3")
+    lines = ok(project, "refresh").splitlines()
+    assert lines[0].split() == ["view", "rows", "in", "rows", "out", "time", "strategy"]
+    assert len(lines) == 3 and all(REFRESH_LINE.match(line) for line in lines[1:]), lines
+    assert "\x1b" not in "".join(lines)  # no terminal codes: no live progress off a terminal
+
+
+def test_progress_on_a_terminal_shows_view_stage_and_count() -> None:
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120)
+    with RefreshProgress(console, live=True) as progress:
+        progress.stage(StageStart("db.hi", 2, 3, "db.__ivm_hi_s1", 1, 2, "aggregate"))
+        progress.bar.refresh()
+        drawn = screen.getvalue()
+        progress.view_done("db.hi  done")
+    assert "db.hi: stage 1/2 db.__ivm_hi_s1 [aggregate]" in drawn
+    assert "0/3" in drawn and re.search(r"\d:\d\d:\d\d", drawn)  # views done of all, time so far
+    assert "db.hi  done" in screen.getvalue()
+
+
+# optimize, and a source whose history was vacuumed -------------------------------------------
+
+
+def test_optimize_keeps_the_change_feed_a_lagging_view_reads(
+    spark: SparkSession, chain: tuple[Path, str], no_retention_check: None
+) -> None:
+    project, _ = chain
+    database = database_of(project)
+    ok(project, "sql", "UPDATE t SET v = 7 WHERE id = 2")
+    ok(project, "refresh", "lo")  # hi now lags behind lo: its next refresh reads lo's change feed
+    done = {
+        line.split(":")[0]: line for line in ok(project, "optimize", "--retain", "0").splitlines()
+    }
+    assert set(done) == {f"{database}.__ivm_lo", f"{database}.__ivm_hi"}
+    kept = re.search(r"RETAIN (\d+) HOURS", done[f"{database}.__ivm_lo"])
+    assert kept and int(kept.group(1)) >= 1, done  # hi still needs lo's recent files
+    deleted = re.search(r"RETAIN 0 HOURS: (\d+) files deleted", done[f"{database}.__ivm_hi"])
+    assert deleted and int(deleted.group(1)) > 0, done  # nothing reads hi's feed: its old files go
+
+    after = {r["view"]: r["strategy"] for r in map(REFRESH_LINE.match, ok(project, "refresh").splitlines()[1:])}
+    assert after == {f"{database}.lo": "unchanged", f"{database}.hi": "incremental"}
+    assert ok(project, "verify").split().count("ok") == 2
+
+
+def test_vacuumed_source_history_recomputes_with_the_reason(
+    spark: SparkSession, chain: tuple[Path, str], no_retention_check: None
+) -> None:
+    project, _ = chain
+    database = database_of(project)
+    ok(project, "sql", "UPDATE t SET v = 9 WHERE id = 1")
+    ok(project, "sql", "VACUUM t RETAIN 0 HOURS")  # deletes the update's change data files
+    reports = {r["view"]: r for r in document(ok(project, "refresh", "--json"))["views"]}
+    lo = reports[f"{database}.lo"]
+    assert lo["action"] == "recomputed", lo
+    assert lo["reason"].startswith(f"the change data feed it reads is gone ({database}.t "), lo
+    assert reports[f"{database}.hi"]["reason"] == f"{database}.__ivm_lo was recomputed"
+    assert ok(project, "verify").split().count("ok") == 2
+    assert spark.table(f"{database}.hi").first().asDict() == {"n": 3, "s": 9 + 7 + 5}
+
+
+# orphaned state ---------------------------------------------------------------------------
+
+
+def test_orphaned_state_is_listed_then_dropped_and_pruned(spark: SparkSession, tmp_project: MakeProject) -> None:
+    project = tmp_project({
+        **BASE,
+        "views/keep.sql": "CREATE VIEW keep AS SELECT id FROM t;\n",
+        "views/gone.sql": "CREATE VIEW gone AS SELECT id FROM t WHERE v > 1;\n"
+                          "CREATE VIEW gone2 AS SELECT v, COUNT(*) AS n FROM t GROUP BY v;\n",
+    })
+    database = database_of(project)
+    ok(project, "migrate")
+    ok(project, "refresh")
+    # a user's table with ivm's prefix but not made by ivm: never ivm's to drop
+    ok(project, "sql", "CREATE TABLE __ivm_mine (x INT) USING DELTA")
+    (project / "views" / "gone.sql").unlink()
+
+    status = document(ok(project, "status", "--json"))
+    assert [v["view"] for v in status["views"]] == [f"{database}.keep"]
+    assert status["orphaned"] == [
+        {"view": f"{database}.gone", "tables": [f"{database}.__ivm_gone"], "user_view": f"{database}.gone", "defined": False},
+        {"view": f"{database}.gone2", "tables": [f"{database}.__ivm_gone2"], "user_view": f"{database}.gone2", "defined": False},
+    ]
+    plain = ok(project, "status", wide=True)
+    assert "orphaned state" in plain
+    assert [f"{database}.gone", f"{database}.__ivm_gone", f"{database}.gone"] in table_rows(plain)
+
+    refused = ivm(project, "drop", "gone")  # no terminal to ask on, no --yes
+    assert refused.exit_code == 1
+    assert_no_traceback(refused)
+    assert f"table {database}.__ivm_gone" in refused.stdout  # it said what would go
+    assert "pass --yes" in refused.stderr
+    defined = ivm(project, "drop", "keep", "--yes")
+    assert defined.exit_code == 1 and "still defined" in defined.stderr
+    assert {"__ivm_gone", "gone", "__ivm_keep"} <= tables_of(spark, database)
+
+    dropped = ok(project, "drop", "gone", "--yes")
+    assert "dropped 2" in dropped
+    assert not {"__ivm_gone", "gone"} & tables_of(spark, database)
+
+    pruned = ok(project, "prune", "--yes")
+    assert f"view  {database}.gone2" in pruned and "dropped 2" in pruned
+    assert tables_of(spark, database) == {"t", "ivm_migrations", "keep", "__ivm_keep", "__ivm_mine"}
+    assert ok(project, "prune").strip() == "no orphaned state"
+    assert document(ok(project, "status", "--json"))["orphaned"] == []
