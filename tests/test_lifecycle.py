@@ -133,6 +133,8 @@ def test_optimize_keeps_the_change_feed_a_lagging_view_reads(
 ) -> None:
     project, _ = chain
     database = database_of(project)
+    ok(project, "sql", "UPDATE t SET v = 6 WHERE id = 2")
+    ok(project, "refresh")  # hi's MERGE replaces its one file: an old file for VACUUM
     ok(project, "sql", "UPDATE t SET v = 7 WHERE id = 2")
     ok(project, "refresh", "lo")  # hi now lags behind lo: its next refresh reads lo's change feed
     done = {
@@ -162,7 +164,8 @@ def test_vacuumed_source_history_recomputes_with_the_reason(
     assert lo["reason"].startswith(f"the change data feed it reads is gone ({database}.t "), lo
     assert reports[f"{database}.hi"]["reason"] == f"{database}.__ivm_lo was recomputed"
     assert ok(project, "verify").split().count("ok") == 2
-    assert spark.table(f"{database}.hi").first().asDict() == {"n": 3, "s": 9 + 7 + 5}
+    expected = spark.sql(f"SELECT COUNT(*) AS n, SUM(v) AS s FROM {database}.t WHERE v > 1").first()
+    assert spark.table(f"{database}.hi").first() == expected
 
 
 # orphaned state ---------------------------------------------------------------------------
