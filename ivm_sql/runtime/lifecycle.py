@@ -126,7 +126,7 @@ class Compaction:
     table: str
     files_compacted: int  # small files OPTIMIZE replaced
     files_written: int  # files it wrote instead
-    needed_from: int | None  # the oldest version whose change feed a stage still reads, if any
+    needed_from: int | None  # the version the furthest-behind stage reading it recorded (its feed is read on from the next)
     retained_hours: int | None  # VACUUM's RETAIN; None when VACUUM was skipped
     files_deleted: int | None  # files VACUUM deleted (None: not known, or skipped)
     note: str = ""
@@ -162,8 +162,8 @@ def retention_hours(log: DeltaLog, name: str, needed: int | None, floor: float, 
     if needed is None or needed >= log.latest_version(name) or needed < log.earliest_version(name):
         return math.ceil(floor)  # nothing to keep: no stage reads it, or its history is gone already
     since = log.commit(name, needed).timestamp - MARGIN_MS
-    hours = math.ceil(max(floor, (now_ms - since) / 3_600_000))
-    return hours if hours <= max(floor, TOMBSTONE_HOURS) else None
+    hours = math.ceil((now_ms - since) / 3_600_000)
+    return max(math.ceil(floor), hours) if hours <= TOMBSTONE_HOURS else None
 
 
 def optimize(spark, log: DeltaLog, plans: list[ViewPlan], floor: float = TOMBSTONE_HOURS) -> list[Compaction]:
