@@ -16,6 +16,8 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 
 from ivm_sql.progress import RefreshProgress
+from ivm_sql.runtime.delta_log import DeltaLog
+from ivm_sql.runtime.lifecycle import retention_hours
 from ivm_sql.runtime.refresh import StageStart
 
 from test_cli import (  # noqa: F401 (keep_current_database: the CLI's USE must not leak into other tests)
@@ -213,3 +215,35 @@ def test_orphaned_state_is_listed_then_dropped_and_pruned(spark: SparkSession, t
     assert tables_of(spark, database) == {"t", "ivm_migrations", "keep", "__ivm_keep", "__ivm_mine"}
     assert ok(project, "prune").strip() == "no orphaned state"
     assert document(ok(project, "status", "--json"))["orphaned"] == []
+
+
+# VACUUM's retention, from a Delta log on disk (no Spark) -------------------------------------
+
+HOUR_MS = 3_600_000
+
+
+def delta_log_at(folder: Path, commit_times_ms: list[int]) -> DeltaLog:
+    """A DeltaLog over a ``_delta_log`` holding one commit per time given (versions 0, 1, ...)."""
+    log = folder / "_delta_log"
+    log.mkdir(parents=True)
+    for version, when in enumerate(commit_times_ms):
+        info = {"commitInfo": {"timestamp": when, "operation": "WRITE"}}
+        (log / f"{version:020d}.json").write_text(json.dumps(info) + "\n")
+    return DeltaLog(spark=None, locations={"db.__ivm_v": str(folder)})
+
+
+def test_vacuum_keeps_the_hours_back_to_the_oldest_version_a_stage_reads(tmp_path: Path) -> None:
+    now = 1_000 * HOUR_MS
+    log = delta_log_at(tmp_path, [now - 50 * HOUR_MS, now - 30 * HOUR_MS, now - 2 * HOUR_MS])
+    assert retention_hours(log, "db.__ivm_v", None, 0, now) == 0  # no stage reads its feed
+    assert retention_hours(log, "db.__ivm_v", 2, 0, now) == 0  # the reader is up to date
+    # a reader at version 1 reads on from version 2: keep back to an hour before commit 1
+    assert retention_hours(log, "db.__ivm_v", 1, 0, now) == 31
+    assert retention_hours(log, "db.__ivm_v", 1, 168, now) == 168  # never fewer than asked
+    assert retention_hours(log, "db.__ivm_v", 0, 0, now) == 51
+
+
+def test_vacuum_is_skipped_when_a_stage_lags_beyond_what_delta_remembers(tmp_path: Path) -> None:
+    now = 1_000 * HOUR_MS
+    log = delta_log_at(tmp_path, [now - 200 * HOUR_MS, now - HOUR_MS])
+    assert retention_hours(log, "db.__ivm_v", 0, 0, now) is None
