@@ -15,9 +15,10 @@ import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
 
+from ivm_sql.physical.execution import session_settings
 from ivm_sql.progress import RefreshProgress
 from ivm_sql.runtime.delta_log import DeltaLog
-from ivm_sql.runtime.lifecycle import retention_hours
+from ivm_sql.runtime.lifecycle import VACUUM_SETTINGS, retention_hours
 from ivm_sql.runtime.refresh import StageStart
 
 from test_cli import (  # noqa: F401 (keep_current_database: the CLI's USE must not leak into other tests)
@@ -41,11 +42,10 @@ def document(stdout: str) -> dict:
 
 @pytest.fixture
 def no_retention_check(spark: SparkSession) -> Iterator[None]:
-    """Let VACUUM keep fewer hours than Delta's default 7 days, as the tests need."""
-    setting = "spark.databricks.delta.retentionDurationCheck.enabled"
-    spark.conf.set(setting, "false")
-    yield
-    spark.conf.unset(setting)
+    """Let VACUUM keep fewer hours than Delta's default 7 days, as the tests need, and list
+    folders in few tasks (as ivm's own VACUUM does) when a test vacuums a base table."""
+    with session_settings(spark, {"spark.databricks.delta.retentionDurationCheck.enabled": "false", **VACUUM_SETTINGS}):
+        yield
 
 
 @pytest.fixture(scope="module")

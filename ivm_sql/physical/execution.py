@@ -90,8 +90,15 @@ def for_small_data(spark, enabled: bool = True) -> Iterator[None]:
     if not enabled:
         yield
         return
-    previous = {key: spark.conf.get(key, None) for key in SMALL_DATA_SETTINGS}
-    for key, value in SMALL_DATA_SETTINGS.items():
+    with session_settings(spark, SMALL_DATA_SETTINGS):
+        yield
+
+
+@contextmanager
+def session_settings(spark, settings: dict[str, str]) -> Iterator[None]:
+    """Statements run inside with ``settings``; the session's own are back afterwards."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
