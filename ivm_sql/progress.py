@@ -10,6 +10,7 @@ from __future__ import annotations
 from types import TracebackType
 
 from rich.console import Console
+from rich.table import Column
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from ivm_sql.runtime.refresh import StageStart
@@ -21,8 +22,12 @@ class RefreshProgress:
 
     def __init__(self, console: Console, live: bool):
         self.console = console
+        # the count and the time keep their width: on a narrow terminal, the spinner and the
+        # bar give way and the description is cut short
+        fixed = {"table_column": Column(min_width=7, no_wrap=True)}
         self.bar = Progress(
-            SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            SpinnerColumn(), MofNCompleteColumn(**fixed), TimeElapsedColumn(**fixed), BarColumn(bar_width=20),
+            TextColumn("{task.description}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis")),
             console=console, transient=True,
         ) if live else None
         self.task: TaskID | None = None
