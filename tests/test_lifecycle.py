@@ -18,6 +18,7 @@ from rich.console import Console
 from ivm_sql.physical.execution import session_settings
 from ivm_sql.progress import RefreshProgress
 from ivm_sql.runtime.delta_log import DeltaLog
+from ivm_sql.runtime.history import log_gap
 from ivm_sql.runtime.lifecycle import VACUUM_SETTINGS, retention_hours
 from ivm_sql.runtime.refresh import StageStart
 
@@ -222,11 +223,12 @@ def test_orphaned_state_is_listed_then_dropped_and_pruned(spark: SparkSession, t
 HOUR_MS = 3_600_000
 
 
-def delta_log_at(folder: Path, commit_times_ms: list[int]) -> DeltaLog:
-    """A DeltaLog over a ``_delta_log`` holding one commit per time given (versions 0, 1, ...)."""
+def delta_log_at(folder: Path, commit_times_ms: list[int], first: int = 0) -> DeltaLog:
+    """A DeltaLog over a ``_delta_log`` holding one commit per time given (versions ``first``,
+    ``first + 1``, ...; the older ones as if log cleanup had removed them)."""
     log = folder / "_delta_log"
     log.mkdir(parents=True)
-    for version, when in enumerate(commit_times_ms):
+    for version, when in enumerate(commit_times_ms, first):
         info = {"commitInfo": {"timestamp": when, "operation": "WRITE"}}
         (log / f"{version:020d}.json").write_text(json.dumps(info) + "\n")
     return DeltaLog(spark=None, locations={"db.__ivm_v": str(folder)})
@@ -247,3 +249,12 @@ def test_vacuum_is_skipped_when_a_stage_lags_beyond_what_delta_remembers(tmp_pat
     now = 1_000 * HOUR_MS
     log = delta_log_at(tmp_path, [now - 200 * HOUR_MS, now - HOUR_MS])
     assert retention_hours(log, "db.__ivm_v", 0, 0, now) is None
+
+
+def test_history_cleaned_from_the_log_is_a_reason_to_recompute(tmp_path: Path) -> None:
+    log = delta_log_at(tmp_path, [0, 0], first=2)  # versions 0 and 1 are gone
+    assert log_gap(log, {"db.__ivm_v": (0, 3)}) == (
+        "the history of db.__ivm_v after version 0 is gone: its log starts at version 2 (delta.logRetentionDuration)"
+    )
+    assert log_gap(log, {"db.__ivm_v": (1, 3)}) is None  # its changes start at version 2, still there
+    assert log_gap(log, {"db.__ivm_v": (0, 0)}) is None  # nothing to read
