@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from ivm_sql.runtime.delta_log import DeltaLog, HistoryFolder, LocalFolder
 from ivm_sql.server import SERVER_CLASS, ServerRecord, read_record, record_path, stop
 
 pytestmark = pytest.mark.server
@@ -86,6 +87,27 @@ def test_commands_of_the_project_use_the_server(served: tuple[Path, ServerRecord
     assert "54.75" in ok(root, "sql", "SELECT revenue FROM revenue_by_country WHERE country = 'US'")
     assert "MERGE INTO `shop`.`__ivm_shipped_totals`" in ok(root, "compile", "shipped_totals")
     assert not (root / ".ivm" / "spark.log").exists()  # no command started a JVM of its own
+
+
+def test_a_log_read_through_spark_sql_says_what_the_files_say(served: tuple[Path, ServerRecord]) -> None:
+    """Over Spark Connect a table this machine cannot read has its log read through
+    DESCRIBE HISTORY (HistoryFolder); here both readers see the same local tables."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    _, record = served
+    spark = ConnectSession.builder.remote(record.url).getOrCreate()
+    try:
+        files, history = DeltaLog(spark), DeltaLog(spark)
+        for table in ("shop.orders", "shop.__ivm_revenue_by_country"):
+            history._folders[table] = HistoryFolder(spark, table)
+            latest = files.latest_version(table)
+            assert history.latest_version(table) == latest
+            assert history.table_id(table) == files.table_id(table) is not None
+            assert history.commits_between(table, -1, latest) == files.commits_between(table, -1, latest)
+            assert history.last_record(table) == files.last_record(table)
+        assert isinstance(files._log("shop.orders"), LocalFolder)  # the server is on this machine
+    finally:
+        spark.stop()
 
 
 def test_status_says_what_it_serves_and_since_when(served: tuple[Path, ServerRecord]) -> None:
