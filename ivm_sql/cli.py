@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ivm_sql.errors import IvmError
+from ivm_sql import server as servers
 from ivm_sql.graph import Format, choose_format, draw, image_path, text
 from ivm_sql.project import Project
 
@@ -185,6 +186,62 @@ def sql(ctx: typer.Context, statement: str = typer.Argument(..., help="One Spark
             for row in result.rows:
                 table.add_row(*("NULL" if v is None else str(v) for v in row))
             out.print(table)
+
+
+server = typer.Typer(
+    help="A Spark Connect server that keeps this project's Spark warm: while it runs, every ivm command of the project uses it.",
+    no_args_is_help=True,
+)
+app.add_typer(server, name="server")
+
+
+def _describe(record: servers.ServerRecord) -> str:
+    return f"at {record.url} (pid {record.pid}) since {record.since:%Y-%m-%d %H:%M:%S} UTC"
+
+
+@server.command("start")
+def server_start(ctx: typer.Context) -> None:
+    """Start the project's Spark Connect server (on 127.0.0.1) and wait until it serves."""
+    with opened(ctx) as project:
+        record, started = servers.start(project.config, project.root)
+        out.print(f"{'started' if started else 'already running'}: ivm server for {record.root} {_describe(record)}", markup=False)
+
+
+@server.command("stop")
+def server_stop(ctx: typer.Context) -> None:
+    """Stop the project's server and its JVM."""
+    with opened(ctx) as project:
+        record, found = servers.stop(project.root)
+        if record is None:
+            out.print(f"no ivm server runs for {project.root}", markup=False)
+        elif found is servers.State.GONE:
+            out.print(f"the ivm server for {record.root} (pid {record.pid}) was already gone; its record is removed", markup=False)
+        else:
+            out.print(f"stopped the ivm server for {record.root} (pid {record.pid})", markup=False)
+
+
+@server.command("status")
+def server_status(ctx: typer.Context) -> None:
+    """Say whether the project's server runs, where, and since when; exit code 1 if it does not."""
+    with opened(ctx) as project:
+        if project.config.spark.remote is not None:
+            out.print(f"{project.root} connects to {project.config.spark.remote} (spark.remote in ivm.yaml)", markup=False)
+            return
+        record = servers.read_record(project.root)
+        found = servers.state(record) if record is not None else None
+        if found is servers.State.RUNNING:
+            out.print(f"running: ivm server for {record.root} {_describe(record)}", markup=False)
+            return
+        if record is None:
+            out.print(f"not running: no ivm server for {project.root}", markup=False)
+        elif found is servers.State.NOT_ANSWERING:
+            out.print(f"not answering: the ivm server for {record.root} (pid {record.pid}) lives but does not answer "
+                      f"at {record.url}; it may be starting, else end it with `ivm server stop`", markup=False)
+        else:
+            servers.stop(project.root)  # only removes the record: its process is gone
+            out.print(f"gone: the ivm server for {record.root} (pid {record.pid}, {record.url}) has ended; "
+                      "its record is removed", markup=False)
+    raise typer.Exit(1)
 
 
 if __name__ == "__main__":  # python -m ivm_sql.cli

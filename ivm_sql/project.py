@@ -12,6 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable
 
+from sqlglot import exp
+
 from ivm_sql import migrate as migrations
 from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler import ViewPlan, compile_views, render
@@ -23,7 +25,7 @@ from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import delta_log
 from ivm_sql.runtime.refresh import Refresher, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
-from ivm_sql.sqlbuild import ident, to_sql
+from ivm_sql.sqlbuild import alias, ident, table, to_sql
 from ivm_sql.viewdefs import ViewDef, load_views
 
 CONFIG_FILE = "ivm.yaml"
@@ -161,19 +163,33 @@ class Project:
 
     def status(self) -> list[ViewStatus]:
         result = []
-        log = delta_log.DeltaLog(self.spark)
-        for plan in self.plans():
-            if not self.spark.catalog.tableExists(plan.table):
+        log = self.delta_log()
+        plans = self.plans(log=log)
+        # existence from the catalog listing the plans already read, and every row count in
+        # one statement: over Spark Connect each call is a round trip to the server
+        refreshed = [p for p in plans if log.exists(p.table)]
+        rows = dict(zip((p.name for p in refreshed), self._row_counts([p.name for p in refreshed])))
+        for plan in plans:
+            if plan.name not in rows:
                 result.append(ViewStatus(plan.name, False, {}, {}, None))
                 continue
             _, record = log.last_record(plan.table)
             versions = record.get("base", {})
             latest = {t: log.latest_version(t) for t in versions}
             pending = {t: v for t, v in latest.items() if v != versions[t]}
-            rows = self.spark.table(plan.name).count()
             now = moment(record["now"]) if "now" in record else None
-            result.append(ViewStatus(plan.name, True, versions, pending, rows, now))
+            result.append(ViewStatus(plan.name, True, versions, pending, rows[plan.name], now))
         return result
+
+    def _row_counts(self, views: list[str]) -> list[int]:
+        """Each view's row count, from one SELECT of one scalar subquery per view."""
+        if not views:
+            return []
+        counts = [
+            alias(exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(table(view))), f"c{i}")
+            for i, view in enumerate(views)
+        ]
+        return list(self.spark.sql(to_sql(exp.select(*counts), pretty=False)).collect()[0])
 
     def verify(self, views: Iterable[str] | None = None) -> list[VerifyResult]:
         plans = self.plans(views)
