@@ -49,6 +49,8 @@ def opened(ctx: typer.Context) -> Iterator[Project]:
     except IvmError as error:
         err.print(f"[red]{error}[/red]")
         raise typer.Exit(1) from None
+    except typer.Exit:  # a command's own exit code (verify's mismatches), not a failure
+        raise
     except KeyboardInterrupt:
         err.print("interrupted")
         raise typer.Exit(130) from None
