@@ -26,6 +26,9 @@ class Catalog(Protocol):
     def columns(self, table: str) -> Schema | None:
         """Columns of ``db.table``, or None if there is no such table."""
 
+    def is_table(self, name: str) -> bool:
+        """Whether ``db.name`` is a table (not a view) of the catalog."""
+
     def output_schema(self, sql: str, inputs: Mapping[str, Schema]) -> Schema:
         """Names and types of the columns ``sql`` (a SELECT) returns; QueryError if invalid.
         ``inputs`` are the columns of the tables it reads."""
@@ -65,6 +68,9 @@ class SparkCatalog:
             self._versioned[key] = self._read_columns(table)
         return list(self._versioned[key])
 
+    def is_table(self, name: str) -> bool:
+        return self.log.in_catalog(name) and self.spark.catalog.getTable(name).tableType != "VIEW"
+
     def _read_columns(self, table: str) -> Schema:
         return [(f.name.lower(), f.dataType.simpleString()) for f in self.spark.table(table).schema.fields]
 
@@ -87,6 +93,9 @@ class StaticCatalog:
 
     def columns(self, table: str) -> Schema | None:
         return self.tables.get(table.lower())
+
+    def is_table(self, name: str) -> bool:
+        return name.lower() in self.tables
 
     def output_schema(self, sql: str, inputs: Mapping[str, Schema] | None = None) -> Schema:
         nested: dict = {}

@@ -61,6 +61,25 @@ def opened(ctx: typer.Context) -> Iterator[Project]:
 
 
 @app.command()
+def init(
+    ctx: typer.Context,
+    folder: Optional[Path] = typer.Argument(None, help="Folder of the new project (default: --project, or here)."),
+) -> None:
+    """Create a new project: ivm.yaml, views/ and migrations/ with one example each."""
+    from ivm_sql.scaffold import create_project
+
+    root = folder if folder is not None else ctx.obj["path"]
+    try:
+        written = create_project(root)
+    except (IvmError, OSError) as error:
+        err.print(f"[red]{error}[/red]" if isinstance(error, IvmError) else f"[red]error: cannot write {root}: {error.strerror}[/red]")
+        raise typer.Exit(1) from None
+    for path in written:
+        out.print(f"created {path}", markup=False)
+    out.print(f"next: ivm -p {root} migrate, then ivm -p {root} refresh", markup=False)
+
+
+@app.command()
 def migrate(ctx: typer.Context) -> None:
     """Apply pending migrations/NNNN_name.sql files in order, each statement once."""
     with opened(ctx) as project:
