@@ -99,6 +99,8 @@ def compile(
 ) -> None:
     """Print the Spark SQL that maintains each view, without running anything on data."""
     with opened(ctx) as project:
+        if out_dir is not None and out_dir.exists() and not out_dir.is_dir():  # before any work
+            raise IvmError(f"--out {out_dir} is not a folder", hint="name a folder (it is made if missing)")
         compiled = project.compile(views or None)
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -144,9 +146,11 @@ def refresh(
 ) -> None:
     """Bring views up to date with every source change since their last refresh."""
     with opened(ctx) as project:
-        out.print(f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy")
+        header = [f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy"]
 
         def show(report) -> None:
+            while header:  # printed with the first view, so a refresh refused at once prints only why
+                out.print(header.pop(), markup=False)
             out.print(
                 f"{report.view:<32} {report.rows_in:>8} {report.rows_out:>9} {report.seconds:>6.1f}s  {report.strategy}",
                 markup=False,

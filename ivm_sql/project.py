@@ -157,11 +157,13 @@ class Project:
         """Bring views (and the views they read) up to date with all source changes.
 
         ``now``: the time a filter on the current time is evaluated at (default: the clock's)."""
+        self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
         refresher = Refresher(self.spark, full=full, cost=self.cost_model, log=log, now=now)
         return refresher.refresh(self.plans(views, log), on_view)
 
     def status(self) -> list[ViewStatus]:
+        self.views()  # a mistake in a views file is reported before Spark starts
         result = []
         log = delta_log.DeltaLog(self.spark)
         for plan in self.plans():
