@@ -49,6 +49,7 @@ class SparkCatalog:
         self.spark = spark
         self.log = log
         self._columns: dict[str, Schema | None] = {}
+        self._databases: dict[str, bool] = {}
         self._schemas = schemas if schemas is not None else {}
         self._versioned = columns if columns is not None else {}
 
@@ -58,7 +59,10 @@ class SparkCatalog:
         return self._columns[table]
 
     def _lookup(self, table: str) -> Schema | None:
-        if not self.log.in_catalog(table):
+        database = table.rpartition(".")[0]
+        if database not in self._databases:  # listing a database that does not exist fails
+            self._databases[database] = bool(self.spark.catalog.databaseExists(database))
+        if not self._databases[database] or not self.log.in_catalog(table):
             return None
         identity = self.log.identity(table)
         if identity is None:

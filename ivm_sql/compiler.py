@@ -357,7 +357,7 @@ def _output_schema(view: ViewDef, catalog: Catalog, database: str, plans: dict[s
         raise UnsupportedError(
             f"column name {quoted[0]!r} of view {view.name} holds a backtick, which Delta cannot "
             "keep in a table with a change data feed",
-            location=view.locate_word(quoted[0].replace("`", "``")),
+            location=view.locate(next((e for e in view.query.selects if e.alias_or_name.lower() == quoted[0]), None)),
             hint="rename the column with AS; spaces, punctuation, unicode and quoted reserved words all work",
         )
     return schema

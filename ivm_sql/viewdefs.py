@@ -104,6 +104,16 @@ def parse_view(text: str, location: Location) -> ViewDef:
         raise SqlError("a view needs AS SELECT ...", location=location)
     full_refresh = _refresh_property(statement, location)
     name = target.name.lower()
+    if target.args.get("db") is not None:
+        raise SqlError(
+            f"view {target.sql(DIALECT)} names a database", location=location,
+            hint=f"write CREATE VIEW {target.this.sql(DIALECT)}: views live in the project's database (ivm.yaml's database:)",
+        )
+    if not TABLE_NAME.fullmatch(name):
+        raise SqlError(
+            f"view name {name!r} is not a name Spark's catalog takes for a table or view",
+            location=location, hint="use letters, digits and _ (a reserved word is fine in backticks: `select`)",
+        )
     if name.startswith(INTERNAL_PREFIX):
         raise SqlError(
             f"view names starting with {INTERNAL_PREFIX} are reserved for ivm", location=location,
@@ -190,6 +200,7 @@ def syntax_error(error: ParseError, location: Location) -> SqlError:
 
 
 REFRESH_PROPERTY = "ivm.refresh"
+TABLE_NAME = re.compile(r"[a-z0-9_]+")  # Spark's INVALID_SCHEMA_OR_RELATION_NAME otherwise
 
 
 def _refresh_property(statement: exp.Create, location: Location) -> bool:
