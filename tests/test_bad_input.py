@@ -20,7 +20,7 @@ a database each.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from typer.testing import CliRunner, Result
 
 import ivm_sql.session
 from ivm_sql.cli import app
+from test_cli import keep_current_database, tables_of  # noqa: F401 (autouse fixture)
 
 SHOP_TABLES = """\
 CREATE TABLE customers (id INT, country STRING) USING DELTA;
@@ -50,7 +51,7 @@ class Case:
     args: tuple[str, ...]
     says: str
     at: str | None = None
-    tables_after: frozenset[str] | None = field(default=None)  # migrations: what the database holds after
+    tables_after: frozenset[str] | None = None  # migrations: what the database holds after (None: no database)
     config: bool = True  # the project gets an ivm.yaml naming its database, unless the case writes one
 
     def __str__(self) -> str:
@@ -270,8 +271,9 @@ def assert_one_clear_message(result: Result, case: Case, root: Path, database: s
     message = lines[0]
     assert case.says.format(db=database) in " ".join(result.stderr.split()), result.stderr
     if case.at is not None:
-        where = f"{root.resolve() / case.at}" if ":" not in case.at else f"{root.resolve() / case.at.split(':')[0]}:{case.at.split(':')[1]}"
-        assert message.startswith(f"{where}"), f"expected {where} at the start of:\n{message}"
+        path, colon, line = case.at.partition(":")
+        where = f"{root.resolve() / path}{colon}{line}"
+        assert message.startswith(where), f"expected {where} at the start of:\n{message}"
 
 
 @pytest.fixture
@@ -305,10 +307,6 @@ def test_command_line_usage_errors(args: tuple[str, ...], says: str, tmp_path: P
     assert snapshot(tmp_path) == before
 
 
-def tables_of(spark: SparkSession, database: str) -> set[str]:
-    return {t.name for t in spark.catalog.listTables(database)}
-
-
 def databases(spark: SparkSession) -> set[str]:
     return {d.name for d in spark.catalog.listDatabases()}
 
@@ -321,18 +319,6 @@ def shop(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
     result = CliRunner().invoke(app, ["-p", str(root), "migrate"])
     assert result.exit_code == 0, result.output
     return database
-
-
-@pytest.fixture(autouse=True)
-def keep_current_database(request: pytest.FixtureRequest):
-    """The CLI runs USE <database> on the shared session; give the next test its database back."""
-    if "spark" not in request.fixturenames:
-        yield
-        return
-    spark: SparkSession = request.getfixturevalue("spark")
-    before = spark.catalog.currentDatabase()
-    yield
-    spark.catalog.setCurrentDatabase(before)
 
 
 @pytest.mark.parametrize("case", CATALOG, ids=str)
