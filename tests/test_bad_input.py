@@ -35,6 +35,7 @@ SHOP_TABLES = """\
 CREATE TABLE customers (id INT, country STRING) USING DELTA;
 CREATE TABLE orders (id INT, customer_id INT, amount INT) USING DELTA;
 INSERT INTO customers VALUES (1, 'UK');
+CREATE TABLE visits (id INT) USING PARQUET;
 """
 FINE_VIEW = "CREATE VIEW fine AS SELECT id FROM orders;\n"
 RAW = ("Traceback", "<Token", "TokenType", "<class '", "py4j", "java.", "org.apache", "\tat ", "Exception:")
@@ -170,6 +171,8 @@ CATALOG = [
     Case("missing-table-in-other-database", views("CREATE VIEW v AS SELECT a FROM nodb.t;\n"), ("compile",), "reads nodb.t, which does not exist", "views/v.sql:1"),
     Case("missing-column", views("CREATE VIEW v AS\nSELECT id,\n  nope\nFROM orders;\n"), ("compile",), "column nope does not exist", "views/v.sql:3"),
     Case("missing-column-on-refresh", views("CREATE VIEW v AS\nSELECT id,\n  nope\nFROM orders;\n"), ("refresh",), "column nope does not exist", "views/v.sql:3"),
+    Case("source-not-delta", views("CREATE VIEW fine AS SELECT id FROM orders;\n\nCREATE VIEW v AS\nSELECT id FROM visits;\n"),
+         ("refresh",), "{db}.visits is not a Delta table", "views/v.sql:3"),
     Case("view-named-like-a-table", views(FINE_VIEW + "\nCREATE VIEW orders AS SELECT id FROM customers;\n"), ("compile",),
          "view orders has the name of a table", "views/v.sql:3"),
     Case("view-named-like-a-table-on-refresh", views("CREATE VIEW customers AS SELECT id FROM orders;\n"), ("refresh",),

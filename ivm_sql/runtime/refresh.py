@@ -58,6 +58,16 @@ class ViewReport:
         return f"{self.action}" + (f" ({self.reason})" if self.reason else "")
 
 
+@contextmanager
+def located(plan: ViewPlan) -> Iterator[None]:
+    """A refresh error without a place of its own is placed at the view being refreshed."""
+    try:
+        yield
+    except RefreshError as error:
+        error.location = error.location or plan.view.location
+        raise
+
+
 class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
@@ -84,11 +94,13 @@ class Refresher:
         for plan in plans:  # pin every base table once, before any work
             for table in plan.base_tables:
                 if table not in self.current:
-                    self.current[table] = self._run(lambda: self.log.latest_version(table), table)
+                    with located(plan):
+                        self.current[table] = self._run(lambda: self.log.latest_version(table), table)
         reports = []
         try:
             for plan in plans:
-                report = self.refresh_view(plan)
+                with located(plan):
+                    report = self.refresh_view(plan)
                 reports.append(report)
                 if on_view is not None:
                     on_view(report)
