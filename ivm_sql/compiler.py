@@ -146,8 +146,8 @@ def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: 
     the plans of the views it reads are all unchanged: compiling is pure in those.
     """
     by_name = {v.name: v for v in views}
-    _refuse_table_names([v for v in views if cache is None or cache.get(v.name, ((None,),))[0][0] != v.text],
-                        catalog, database)
+    kept = {name: key[0] for name, (key, _) in cache.items()} if cache is not None else {}  # view -> its text
+    _refuse_table_names([v for v in views if kept.get(v.name) != v.text], catalog, database)
     graph = {v.name: [d for d in references(v, database) if d in by_name] for v in views}
     try:
         order = list(TopologicalSorter(graph).static_order())

@@ -1,6 +1,6 @@
 """Awkward names: what Spark and Delta accept in a user's own tables works in views too.
 
-Delta refuses a column name holding any of `` ,;{}()\\n\\t=`` unless the table has column
+Delta refuses a column name holding a space, tab, newline or any of ``,;{}()=`` unless the table has column
 mapping, so a user whose base table has such names enabled it; ivm's own tables get it
 exactly where a view's columns have such names. Unicode, dots and quoted reserved words need
 nothing. (A backtick in a column name is refused: Delta's change data feed cannot write it,

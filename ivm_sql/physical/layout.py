@@ -8,8 +8,8 @@ stage tables at SF 0.01 took about 20% less time without them). So a table start
 them, and gets them once its first load shows it is large.
 
 A view may name its columns anything Spark accepts (`a col`, `n,1`, `x=y`), but Delta refuses
-a column name holding any of `` ,;{}()\n\t=`` unless the table has column mapping
-(``delta.columnMapping.mode = name``). Only a table with such a column gets it, for three
+a column name holding a space, tab, newline or any of ``,;{}()=`` unless the table has column
+mapping (``delta.columnMapping.mode = name``). Only a table with such a column gets it, for three
 reasons: it upgrades the table's protocol to reader 3 / writer 7 (table features), which
 older Delta readers of ivm's tables cannot read; Delta refuses a commit that turns it on
 and writes files while the change data feed is on (DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION),
