@@ -64,6 +64,25 @@ def opened(ctx: typer.Context) -> Iterator[Project]:
 
 
 @app.command()
+def init(
+    ctx: typer.Context,
+    folder: Optional[Path] = typer.Argument(None, help="Folder of the new project (default: --project, or here)."),
+) -> None:
+    """Create a new project: ivm.yaml, views/ and migrations/ with one example each."""
+    from ivm_sql.scaffold import create_project
+
+    root = folder if folder is not None else ctx.obj["path"]
+    try:
+        written = create_project(root)
+    except (IvmError, OSError) as error:
+        err.print(f"[red]{error}[/red]" if isinstance(error, IvmError) else f"[red]error: cannot write {root}: {error.strerror}[/red]")
+        raise typer.Exit(1) from None
+    for path in written:
+        out.print(f"created {path}", markup=False)
+    out.print(f"next: ivm -p {root} migrate, then ivm -p {root} refresh", markup=False)
+
+
+@app.command()
 def migrate(ctx: typer.Context) -> None:
     """Apply pending migrations/NNNN_name.sql files in order, each statement once."""
     with opened(ctx) as project:
@@ -83,6 +102,8 @@ def compile(
 ) -> None:
     """Print the Spark SQL that maintains each view, without running anything on data."""
     with opened(ctx) as project:
+        if out_dir is not None and out_dir.exists() and not out_dir.is_dir():  # before any work
+            raise IvmError(f"--out {out_dir} is not a folder", hint="name a folder (it is made if missing)")
         compiled = project.compile(views or None)
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -128,9 +149,11 @@ def refresh(
 ) -> None:
     """Bring views up to date with every source change since their last refresh."""
     with opened(ctx) as project:
-        out.print(f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy")
+        header = [f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy"]
 
         def show(report) -> None:
+            while header:  # printed with the first view, so a refresh refused at once prints only why
+                out.print(header.pop(), markup=False)
             out.print(
                 f"{report.view:<32} {report.rows_in:>8} {report.rows_out:>9} {report.seconds:>6.1f}s  {report.strategy}",
                 markup=False,

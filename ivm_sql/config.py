@@ -65,11 +65,28 @@ class Config:
     migrations_dir: str = "migrations"
     spark: SparkSettings = field(default_factory=SparkSettings)
     refresh: RefreshSettings = field(default_factory=RefreshSettings)
+    # where ivm.yaml sets each top-level key, for errors found after loading
+    locations: Mapping[str, Location] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     @property
     def is_embedded(self) -> bool:
         """True when Spark runs inside this process (a ``local`` master, no ``spark.remote``)."""
         return self.spark.remote is None and self.spark.master.startswith("local")
+
+    def folder(self, root: Path, key: str) -> Path | None:
+        """The ``views`` or ``migrations`` folder under ``root``. None when it is missing and
+        ivm.yaml does not name it (a project may have no views or migrations yet); one
+        ivm.yaml names that is not a folder is a typo, a ConfigError at its line."""
+        path = root / (self.views_dir if key == "views" else self.migrations_dir)
+        if path.is_dir():
+            return path
+        if key not in self.locations:
+            return None
+        raise ConfigError(
+            f"{key}: {path} is not a folder" if path.exists() else f"{key}: folder {path} does not exist",
+            location=self.locations[key],
+            hint=f"create it, or fix the path in ivm.yaml (relative to {root})",
+        )
 
 
 _TOP_KEYS = ("database", "views", "migrations", "spark", "refresh")
@@ -83,6 +100,8 @@ def load_config(path: Path) -> Config:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}", location=Location(path)) from exc
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path.name} is not UTF-8 text", location=Location(path), hint="save it as UTF-8") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -122,6 +141,7 @@ class _Reader:
             values["spark"] = self._spark(top["spark"])
         if "refresh" in top:
             values["refresh"] = self._refresh(top["refresh"])
+        values["locations"] = MappingProxyType({key: self._at(node) for key, node in top.items()})
         return Config(**values)  # type: ignore[arg-type]
 
     def _spark(self, node: yaml.Node) -> SparkSettings:

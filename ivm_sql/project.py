@@ -98,7 +98,8 @@ class Project:
     # views -----------------------------------------------------------------------------------
 
     def views(self) -> list[ViewDef]:
-        return load_views(self.root / self.config.views_dir)
+        folder = self.config.folder(self.root, "views")
+        return load_views(folder) if folder is not None else []
 
     def delta_log(self) -> delta_log.DeltaLog:
         """A reader of Delta logs for one command; what never changes is kept across them."""
@@ -106,9 +107,10 @@ class Project:
 
     def plans(self, names: Iterable[str] | None = None, log: delta_log.DeltaLog | None = None) -> list[ViewPlan]:
         """Plans in dependency order: the named views and every view they read (all if None)."""
+        views = self.views()  # first: a mistake in a views file is reported without starting Spark
         self._use_database()
         catalog = SparkCatalog(self.spark, log if log is not None else self.delta_log(), self._schemas, self._columns)
-        plans = compile_views(self.views(), catalog, self.database, self._plans)
+        plans = compile_views(views, catalog, self.database, self._plans)
         if names is None:
             return plans
         by_name = {p.view.name: p for p in plans}
@@ -157,11 +159,13 @@ class Project:
         """Bring views (and the views they read) up to date with all source changes.
 
         ``now``: the time a filter on the current time is evaluated at (default: the clock's)."""
+        self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
         refresher = Refresher(self.spark, full=full, cost=self.cost_model, log=log, now=now)
         return refresher.refresh(self.plans(views, log), on_view)
 
     def status(self) -> list[ViewStatus]:
+        self.views()  # a mistake in a views file is reported before Spark starts
         result = []
         log = self.delta_log()
         plans = self.plans(log=log)

@@ -23,7 +23,7 @@ from pyspark.errors import PySparkException
 from sqlglot import exp
 
 from ivm_sql.catalog import first_line
-from ivm_sql.compiler import ViewPlan, create_table, overwrite_table
+from ivm_sql.compiler import ViewPlan, create_table, overwrite_table, stored_columns
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
@@ -60,6 +60,16 @@ class ViewReport:
         return f"{self.action}" + (f" ({self.reason})" if self.reason else "")
 
 
+@contextmanager
+def located(plan: ViewPlan) -> Iterator[None]:
+    """A refresh error without a place of its own is placed at the view being refreshed."""
+    try:
+        yield
+    except RefreshError as error:
+        error.location = error.location or plan.view.location
+        raise
+
+
 class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
@@ -87,11 +97,13 @@ class Refresher:
         for plan in plans:  # pin every base table once, before any work
             for table in plan.base_tables:
                 if table not in self.current:
-                    self.current[table] = self._run(lambda: self.log.latest_version(table), table)
+                    with located(plan):
+                        self.current[table] = self._run(lambda: self.log.latest_version(table), table)
         reports = []
         try:
             for plan in plans:
-                report = self.refresh_view(plan)
+                with located(plan):
+                    report = self.refresh_view(plan)
                 reports.append(report)
                 if on_view is not None:
                     on_view(report)
@@ -149,18 +161,18 @@ class Refresher:
         if now is not None:
             new_record["now"] = now
         before = latest if exists else -1
+        loaded = None  # rows a recompute wrote: a property change may follow it as the last commit
         with delta_log.commit_record(self.spark, new_record):
             if reason is not None:
                 initial = self._initial(stage)
                 small = self._is_small(initial, recompute=True)
                 with execution.for_small_data(self.spark, enabled=small), self._solved(stage, initial) as initial:
-                    if exists and stage.table not in self.reshaped:
-                        statement = overwrite_table(stage, initial)
-                    else:
-                        statement = create_table(stage, initial, fingerprint)
+                    created = not exists or stage.table in self.reshaped
+                    statement = create_table(stage, initial, fingerprint) if created else overwrite_table(stage, initial)
                     self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
                 loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
-                properties = layout.properties_after_load(loaded)
+                mapped = created and layout.needs_column_mapping(stored_columns(stage, initial))
+                properties = layout.properties_after_load(loaded, created_mapped=mapped)
                 if properties:
                     self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
             else:
@@ -173,7 +185,7 @@ class Refresher:
         self.current[stage.table] = last.version
         self.base_of[stage.table] = base
         self._keep_time(stage.table, now)
-        report.rows_out += last.rows_changed
+        report.rows_out += last.rows_changed if loaded is None else loaded
         if stage.kind == "fixpoint":  # how long the loop ran is part of what happened
             iterations = self.iterations.get(stage.table, 0)
             loop = f"fixed point in {iterations} iteration{'' if iterations == 1 else 's'}"
