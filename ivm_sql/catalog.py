@@ -26,6 +26,9 @@ class Catalog(Protocol):
     def columns(self, table: str) -> Schema | None:
         """Columns of ``db.table``, or None if there is no such table."""
 
+    def is_table(self, name: str) -> bool:
+        """Whether ``db.name`` is a table (not a view) of the catalog."""
+
     def output_schema(self, sql: str, inputs: Mapping[str, Schema]) -> Schema:
         """Names and types of the columns ``sql`` (a SELECT) returns; QueryError if invalid.
         ``inputs`` are the columns of the tables it reads."""
@@ -46,6 +49,7 @@ class SparkCatalog:
         self.spark = spark
         self.log = log
         self._columns: dict[str, Schema | None] = {}
+        self._databases: dict[str, bool] = {}
         self._schemas = schemas if schemas is not None else {}
         self._versioned = columns if columns is not None else {}
 
@@ -55,7 +59,10 @@ class SparkCatalog:
         return self._columns[table]
 
     def _lookup(self, table: str) -> Schema | None:
-        if not self.log.in_catalog(table):
+        database = table.rpartition(".")[0]
+        if database not in self._databases:  # listing a database that does not exist fails
+            self._databases[database] = bool(self.spark.catalog.databaseExists(database))
+        if not self._databases[database] or not self.log.in_catalog(table):
             return None
         identity = self.log.identity(table)
         if identity is None:
@@ -64,6 +71,9 @@ class SparkCatalog:
         if key not in self._versioned:
             self._versioned[key] = self._read_columns(table)
         return list(self._versioned[key])
+
+    def is_table(self, name: str) -> bool:
+        return self.log.in_catalog(name) and self.spark.catalog.getTable(name).tableType != "VIEW"
 
     def _read_columns(self, table: str) -> Schema:
         return [(f.name.lower(), f.dataType.simpleString()) for f in self.spark.table(table).schema.fields]
@@ -87,6 +97,9 @@ class StaticCatalog:
 
     def columns(self, table: str) -> Schema | None:
         return self.tables.get(table.lower())
+
+    def is_table(self, name: str) -> bool:
+        return name.lower() in self.tables
 
     def output_schema(self, sql: str, inputs: Mapping[str, Schema] | None = None) -> Schema:
         nested: dict = {}

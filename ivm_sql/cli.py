@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ivm_sql import report_json
 from ivm_sql.errors import IvmError
+from ivm_sql import server as servers
 from ivm_sql.graph import Format, choose_format, draw, image_path, text
 from ivm_sql.progress import RefreshProgress
 from ivm_sql.project import Project
@@ -75,6 +76,25 @@ def _fail(error: IvmError, code: int, as_json: bool, plain: str | None = None) -
 
 
 @app.command()
+def init(
+    ctx: typer.Context,
+    folder: Optional[Path] = typer.Argument(None, help="Folder of the new project (default: --project, or here)."),
+) -> None:
+    """Create a new project: ivm.yaml, views/ and migrations/ with one example each."""
+    from ivm_sql.scaffold import create_project
+
+    root = folder if folder is not None else ctx.obj["path"]
+    try:
+        written = create_project(root)
+    except (IvmError, OSError) as error:
+        err.print(f"[red]{error}[/red]" if isinstance(error, IvmError) else f"[red]error: cannot write {root}: {error.strerror}[/red]")
+        raise typer.Exit(1) from None
+    for path in written:
+        out.print(f"created {path}", markup=False)
+    out.print(f"next: ivm -p {root} migrate, then ivm -p {root} refresh", markup=False)
+
+
+@app.command()
 def migrate(ctx: typer.Context) -> None:
     """Apply pending migrations/NNNN_name.sql files in order, each statement once."""
     with opened(ctx) as project:
@@ -95,6 +115,8 @@ def compile(
 ) -> None:
     """Print the Spark SQL that maintains each view, without running anything on data."""
     with opened(ctx, as_json) as project:
+        if out_dir is not None and out_dir.exists() and not out_dir.is_dir():  # before any work
+            raise IvmError(f"--out {out_dir} is not a folder", hint="name a folder (it is made if missing)")
         compiled = project.compile(views or None)
         if as_json:
             typer.echo(report_json.dumps(report_json.compile_document(compiled)))
@@ -151,14 +173,17 @@ def refresh(
             reports = project.refresh(views or None, full=full)
             typer.echo(report_json.dumps(report_json.refresh_document(reports)))
             return
-        out.print(f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy")
-        with RefreshProgress(out, live=out.is_terminal) as progress:
-            project.refresh(
-                views or None, full=full, on_stage=progress.stage,
-                on_view=lambda r: progress.view_done(
-                    f"{r.view:<32} {r.rows_in:>8} {r.rows_out:>9} {r.seconds:>6.1f}s  {r.strategy}"
-                ),
+        header = [f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy"]
+
+        def show(report) -> None:
+            while header:  # printed with the first view, so a refresh refused at once prints only why
+                out.print(header.pop(), markup=False)
+            progress.view_done(
+                f"{report.view:<32} {report.rows_in:>8} {report.rows_out:>9} {report.seconds:>6.1f}s  {report.strategy}"
             )
+
+        with RefreshProgress(out, live=out.is_terminal) as progress:
+            project.refresh(views or None, full=full, on_stage=progress.stage, on_view=show)
 
 
 @app.command()
@@ -292,6 +317,62 @@ def sql(ctx: typer.Context, statement: str = typer.Argument(..., help="One Spark
             for row in result.rows:
                 table.add_row(*("NULL" if v is None else str(v) for v in row))
             out.print(table)
+
+
+server = typer.Typer(
+    help="A Spark Connect server that keeps this project's Spark warm: while it runs, every ivm command of the project uses it.",
+    no_args_is_help=True,
+)
+app.add_typer(server, name="server")
+
+
+def _describe(record: servers.ServerRecord) -> str:
+    return f"at {record.url} (pid {record.pid}) since {record.since:%Y-%m-%d %H:%M:%S} UTC"
+
+
+@server.command("start")
+def server_start(ctx: typer.Context) -> None:
+    """Start the project's Spark Connect server (on 127.0.0.1) and wait until it serves."""
+    with opened(ctx) as project:
+        record, started = servers.start(project.config, project.root)
+        out.print(f"{'started' if started else 'already running'}: ivm server for {record.root} {_describe(record)}", markup=False)
+
+
+@server.command("stop")
+def server_stop(ctx: typer.Context) -> None:
+    """Stop the project's server and its JVM."""
+    with opened(ctx) as project:
+        record, found = servers.stop(project.root)
+        if record is None:
+            out.print(f"no ivm server runs for {project.root}", markup=False)
+        elif found is servers.State.GONE:
+            out.print(f"the ivm server for {record.root} (pid {record.pid}) was already gone; its record is removed", markup=False)
+        else:
+            out.print(f"stopped the ivm server for {record.root} (pid {record.pid})", markup=False)
+
+
+@server.command("status")
+def server_status(ctx: typer.Context) -> None:
+    """Say whether the project's server runs, where, and since when; exit code 1 if it does not."""
+    with opened(ctx) as project:
+        if project.config.spark.remote is not None:
+            out.print(f"{project.root} connects to {project.config.spark.remote} (spark.remote in ivm.yaml)", markup=False)
+            return
+        record = servers.read_record(project.root)
+        found = servers.state(record) if record is not None else None
+        if found is servers.State.RUNNING:
+            out.print(f"running: ivm server for {record.root} {_describe(record)}", markup=False)
+            return
+        if record is None:
+            out.print(f"not running: no ivm server for {project.root}", markup=False)
+        elif found is servers.State.NOT_ANSWERING:
+            out.print(f"not answering: the ivm server for {record.root} (pid {record.pid}) lives but does not answer "
+                      f"at {record.url}; it may be starting, else end it with `ivm server stop`", markup=False)
+        else:
+            servers.stop(project.root)  # only removes the record: its process is gone
+            out.print(f"gone: the ivm server for {record.root} (pid {record.pid}, {record.url}) has ended; "
+                      "its record is removed", markup=False)
+    raise typer.Exit(1)
 
 
 if __name__ == "__main__":  # python -m ivm_sql.cli

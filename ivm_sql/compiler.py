@@ -87,19 +87,24 @@ def rows_query(output: Scan) -> exp.Select:
 
 
 def create_table(stage: Stage, query: exp.Query, fingerprint: str) -> exp.Create:
-    """CREATE OR REPLACE TABLE for a stage: Delta, laid out as ``physical.layout`` says,
-    with its plan fingerprint."""
+    """CREATE OR REPLACE TABLE for a stage: Delta, laid out as ``physical.layout`` says
+    (column mapping if its column names need it), with its plan fingerprint."""
     statement = sqlglot.parse_one("CREATE OR REPLACE TABLE t USING DELTA AS SELECT 1", read=DIALECT)
+    properties = {**layout.creation_properties(stored_columns(stage, query)), "ivm.plan": fingerprint}
     statement.set("properties", exp.Properties(expressions=[
         exp.FileFormatProperty(this=exp.var("DELTA")),
-        *(exp.Property(this=lit(key), value=lit(value)) for key, value in layout.TABLE_PROPERTIES.items()),
+        *(exp.Property(this=lit(key), value=lit(value)) for key, value in properties.items()),
     ]))
-    statement.args["properties"].append(
-        "expressions", exp.Property(this=lit("ivm.plan"), value=lit(fingerprint))
-    )
     statement.set("this", table(stage.table))
     statement.set("expression", query)
     return statement
+
+
+def stored_columns(stage: Stage, query: exp.Query) -> list[str]:
+    """The columns a stage's table gets from ``query`` (a recursive stage's loop result is
+    read with ``*``: its node's columns)."""
+    names = query.named_selects
+    return list(stage.node.columns) if "*" in names else names
 
 
 def overwrite_table(stage: Stage, query: exp.Query) -> exp.Insert:
@@ -141,6 +146,8 @@ def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: 
     the plans of the views it reads are all unchanged: compiling is pure in those.
     """
     by_name = {v.name: v for v in views}
+    kept = {name: key[0] for name, (key, _) in cache.items()} if cache is not None else {}  # view -> its text
+    _refuse_table_names([v for v in views if kept.get(v.name) != v.text], catalog, database)
     graph = {v.name: [d for d in references(v, database) if d in by_name] for v in views}
     try:
         order = list(TopologicalSorter(graph).static_order())
@@ -167,6 +174,18 @@ def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: 
         if cache is not None:
             cache[name] = (keys[name], plans[name])
     return [plans[name] for name in order]
+
+
+def _refuse_table_names(views: list[ViewDef], catalog: Catalog, database: str) -> None:
+    """A view must not take the name of a table: ivm creates the view under that name. Checked
+    for views compiled anew (a kept plan's view was checked when it was compiled)."""
+    for view in views:
+        if catalog.is_table(f"{database}.{view.name}"):
+            raise SqlError(
+                f"view {view.name} has the name of a table of database {database}",
+                location=view.location,
+                hint="rename the view (or the table, in a migration): a view and a table cannot share a name",
+            )
 
 
 def references(view: ViewDef, database: str) -> list[str]:
@@ -330,6 +349,16 @@ def _output_schema(view: ViewDef, catalog: Catalog, database: str, plans: dict[s
             f"column names starting with {INTERNAL_PREFIX} are reserved for ivm (view {view.name})",
             location=view.location,
             hint="rename the column with AS",
+        )
+    quoted = [n for n in names if "`" in n]
+    if quoted:
+        # Delta's change data feed writes its rows through a column path it does not quote:
+        # a MERGE or UPDATE of a table with such a column fails (INVALID_ATTRIBUTE_NAME_SYNTAX).
+        raise UnsupportedError(
+            f"column name {quoted[0]!r} of view {view.name} holds a backtick, which Delta cannot "
+            "keep in a table with a change data feed",
+            location=view.locate(next((e for e in view.query.selects if e.alias_or_name.lower() == quoted[0]), None)),
+            hint="rename the column with AS; spaces, punctuation, unicode and quoted reserved words all work",
         )
     return schema
 

@@ -7,6 +7,7 @@ Layout (every key is optional; an empty file gives all defaults)::
     migrations: migrations  # folder of NNNN_name.sql files
     spark:
       master: local[*]      # or spark://host:7077, yarn, ...
+      remote: sc://host:15002  # or a Spark Connect endpoint instead of a master (not both)
       app_name: ivm
       conf:                 # any extra Spark settings, passed through
         spark.sql.shuffle.partitions: 4
@@ -20,6 +21,7 @@ which keep their positions, and only then turned into values.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,7 @@ import yaml
 from ivm_sql.errors import ConfigError, Location
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CONNECT_PORT = 15002  # Spark Connect's default port
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class SparkSettings:
     master: str = "local[*]"
     app_name: str = "ivm"
     conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    remote: str | None = None  # a Spark Connect URL (sc://host:port) to use instead of a master
 
 
 @dataclass(frozen=True)
@@ -61,15 +65,32 @@ class Config:
     migrations_dir: str = "migrations"
     spark: SparkSettings = field(default_factory=SparkSettings)
     refresh: RefreshSettings = field(default_factory=RefreshSettings)
+    # where ivm.yaml sets each top-level key, for errors found after loading
+    locations: Mapping[str, Location] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
     @property
     def is_embedded(self) -> bool:
-        """True when Spark runs inside this process (a ``local`` master)."""
-        return self.spark.master.startswith("local")
+        """True when Spark runs inside this process (a ``local`` master, no ``spark.remote``)."""
+        return self.spark.remote is None and self.spark.master.startswith("local")
+
+    def folder(self, root: Path, key: str) -> Path | None:
+        """The ``views`` or ``migrations`` folder under ``root``. None when it is missing and
+        ivm.yaml does not name it (a project may have no views or migrations yet); one
+        ivm.yaml names that is not a folder is a typo, a ConfigError at its line."""
+        path = root / (self.views_dir if key == "views" else self.migrations_dir)
+        if path.is_dir():
+            return path
+        if key not in self.locations:
+            return None
+        raise ConfigError(
+            f"{key}: {path} is not a folder" if path.exists() else f"{key}: folder {path} does not exist",
+            location=self.locations[key],
+            hint=f"create it, or fix the path in ivm.yaml (relative to {root})",
+        )
 
 
 _TOP_KEYS = ("database", "views", "migrations", "spark", "refresh")
-_SPARK_KEYS = ("master", "app_name", "conf")
+_SPARK_KEYS = ("master", "remote", "app_name", "conf")
 _REFRESH_KEYS = ("recompute_above",)
 
 
@@ -79,6 +100,8 @@ def load_config(path: Path) -> Config:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}", location=Location(path)) from exc
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path.name} is not UTF-8 text", location=Location(path), hint="save it as UTF-8") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
@@ -118,6 +141,7 @@ class _Reader:
             values["spark"] = self._spark(top["spark"])
         if "refresh" in top:
             values["refresh"] = self._refresh(top["refresh"])
+        values["locations"] = MappingProxyType({key: self._at(node) for key, node in top.items()})
         return Config(**values)  # type: ignore[arg-type]
 
     def _spark(self, node: yaml.Node) -> SparkSettings:
@@ -125,6 +149,14 @@ class _Reader:
         values: dict[str, object] = {}
         if "master" in section:
             values["master"] = self._string(section["master"], "spark.master")
+        if "remote" in section:
+            if "master" in section:
+                raise ConfigError(
+                    "spark.master and spark.remote are both set",
+                    location=self._at(section["remote"]),
+                    hint="a Spark Connect endpoint runs on its own master: keep one of the two",
+                )
+            values["remote"] = self._remote(section["remote"])
         if "app_name" in section:
             values["app_name"] = self._string(section["app_name"], "spark.app_name")
         if "conf" in section:
@@ -133,6 +165,18 @@ class _Reader:
                 {key: self._setting(value, key) for key, value in entries.items()}
             )
         return SparkSettings(**values)  # type: ignore[arg-type]
+
+    def _remote(self, node: yaml.Node) -> str:
+        """A Spark Connect URL, checked as pyspark's client will parse it."""
+        url = self._string(node, "spark.remote")
+        problem = connect_url_problem(url)
+        if problem:
+            raise ConfigError(
+                f"spark.remote {url!r} is not a Spark Connect URL: {problem}",
+                location=self._at(node),
+                hint=f"write sc://HOST:PORT (port {CONNECT_PORT} if left out), optionally followed by /;token=...;use_ssl=true",
+            )
+        return url
 
     def _refresh(self, node: yaml.Node) -> RefreshSettings:
         section = self._mapping(node, "refresh", _REFRESH_KEYS)
@@ -198,6 +242,30 @@ class _Reader:
 
     def _at(self, node: yaml.Node) -> Location:
         return Location(self.path, node.start_mark.line + 1)
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """Host and port of a Spark Connect URL that ``connect_url_problem`` accepts."""
+    parsed = urllib.parse.urlparse("http" + url[2:])
+    return parsed.hostname or "", parsed.port or CONNECT_PORT
+
+
+def connect_url_problem(url: str) -> str | None:
+    """What is wrong with a Spark Connect URL (``sc://host[:port][/;key=value...]``), or None."""
+    if not url.startswith("sc://"):
+        return "it must start with sc://"
+    parsed = urllib.parse.urlparse("http" + url[2:])  # how pyspark parses it
+    if not parsed.hostname:
+        return "the host is missing"
+    try:
+        parsed.port
+    except ValueError:
+        return "the port is not a number from 0 to 65535"
+    if parsed.path not in ("", "/"):
+        return f"unexpected path {parsed.path!r}"
+    if any(len(part.split("=")) != 2 for part in parsed.params.split(";") if parsed.params):
+        return "parameters after /; must be key=value pairs separated by ;"
+    return None
 
 
 def _describe(node: yaml.Node) -> str:

@@ -19,7 +19,7 @@ from pyspark.sql import SparkSession
 
 from ivm_sql.config import Config
 from ivm_sql.errors import ConfigError, Location, MigrationError
-from ivm_sql.sqlfiles import Statement, split_statements
+from ivm_sql.sqlfiles import Statement, read_sql, split_statements
 
 LEDGER_TABLE = "ivm_migrations"
 FILE_NAME = re.compile(r"(?P<version>\d+)_(?P<name>[a-z0-9_]+)\.sql")
@@ -77,6 +77,12 @@ def checksum(sql: str) -> str:
 
 def migrate(spark: SparkSession, config: Config, project_dir: Path) -> list[FileResult]:
     """Create the database if needed and apply every pending migration statement in order."""
+    # Read every file before anything is made: a typo in a name or path changes nothing.
+    folder = config.folder(project_dir, "migrations")
+    plan: list[tuple[Migration, list[Statement]]] = [
+        (migration, split_statements(read_sql(migration.path), migration.path))
+        for migration in (find_migrations(folder) if folder is not None else [])
+    ]
     db = quote(config.database)
     ledger = f"{db}.{LEDGER_TABLE}"
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
@@ -90,12 +96,8 @@ def migrate(spark: SparkSession, config: Config, project_dir: Path) -> list[File
         for row in spark.table(ledger).select("version", "statement", "checksum").collect()
     }
 
-    # Read and check every file before running anything.
-    plan: list[tuple[Migration, list[Statement]]] = []
-    for migration in find_migrations(project_dir / config.migrations_dir):
-        statements = split_statements(migration.path.read_text(encoding="utf-8"), migration.path)
+    for migration, statements in plan:
         _refuse_edits(migration, statements, applied)
-        plan.append((migration, statements))
 
     results: list[FileResult] = []
     for migration, statements in plan:

@@ -12,6 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterable
 
+from sqlglot import exp
+
 from ivm_sql import migrate as migrations
 from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler import ViewPlan, compile_views, render
@@ -24,7 +26,7 @@ from ivm_sql.runtime import delta_log
 from ivm_sql.runtime import lifecycle
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
-from ivm_sql.sqlbuild import ident, to_sql
+from ivm_sql.sqlbuild import alias, ident, table, to_sql
 from ivm_sql.viewdefs import ViewDef, load_views
 
 CONFIG_FILE = "ivm.yaml"
@@ -105,7 +107,8 @@ class Project:
     # views -----------------------------------------------------------------------------------
 
     def views(self) -> list[ViewDef]:
-        return load_views(self.root / self.config.views_dir)
+        folder = self.config.folder(self.root, "views")
+        return load_views(folder) if folder is not None else []
 
     def delta_log(self) -> delta_log.DeltaLog:
         """A reader of Delta logs for one command; what never changes is kept across them."""
@@ -113,9 +116,10 @@ class Project:
 
     def plans(self, names: Iterable[str] | None = None, log: delta_log.DeltaLog | None = None) -> list[ViewPlan]:
         """Plans in dependency order: the named views and every view they read (all if None)."""
+        views = self.views()  # first: a mistake in a views file is reported without starting Spark
         self._use_database()
         catalog = SparkCatalog(self.spark, log if log is not None else self.delta_log(), self._schemas, self._columns)
-        plans = compile_views(self.views(), catalog, self.database, self._plans)
+        plans = compile_views(views, catalog, self.database, self._plans)
         if names is None:
             return plans
         by_name = {p.view.name: p for p in plans}
@@ -166,25 +170,41 @@ class Project:
 
         ``now``: the time a filter on the current time is evaluated at (default: the clock's).
         ``on_stage(start)`` is called as each stage begins, ``on_view(report)`` as each view ends."""
+        self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
         refresher = Refresher(self.spark, full=full, cost=self.cost_model, log=log, now=now)
         return refresher.refresh(self.plans(views, log), on_view, on_stage)
 
     def status(self) -> list[ViewStatus]:
+        self.views()  # a mistake in a views file is reported before Spark starts
         result = []
-        log = delta_log.DeltaLog(self.spark)
-        for plan in self.plans():
-            if not self.spark.catalog.tableExists(plan.table):
+        log = self.delta_log()
+        plans = self.plans(log=log)
+        # existence from the catalog listing the plans already read, and every row count in
+        # one statement: over Spark Connect each call is a round trip to the server
+        refreshed = [p for p in plans if log.exists(p.table)]
+        rows = dict(zip((p.name for p in refreshed), self._row_counts([p.name for p in refreshed])))
+        for plan in plans:
+            if plan.name not in rows:
                 result.append(ViewStatus(plan.name, False, {}, {}, None))
                 continue
             _, record = log.last_record(plan.table)
             versions = record.get("base", {})
             latest = {t: log.latest_version(t) for t in versions}
             pending = {t: v for t, v in latest.items() if v != versions[t]}
-            rows = self.spark.table(plan.name).count()
             now = moment(record["now"]) if "now" in record else None
-            result.append(ViewStatus(plan.name, True, versions, pending, rows, now))
+            result.append(ViewStatus(plan.name, True, versions, pending, rows[plan.name], now))
         return result
+
+    def _row_counts(self, views: list[str]) -> list[int]:
+        """Each view's row count, from one SELECT of one scalar subquery per view."""
+        if not views:
+            return []
+        counts = [
+            alias(exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(table(view))), f"c{i}")
+            for i, view in enumerate(views)
+        ]
+        return list(self.spark.sql(to_sql(exp.select(*counts), pretty=False)).collect()[0])
 
     def verify(self, views: Iterable[str] | None = None) -> list[VerifyResult]:
         plans = self.plans(views)

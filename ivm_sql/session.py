@@ -4,14 +4,20 @@ With a ``local`` master Spark runs embedded in this process and keeps a persiste
 catalog (Derby metastore and warehouse) under ``<project>/.ivm/``, so tables made by
 one ``ivm`` command are there for the next. The JVM's console output goes to
 ``<project>/.ivm/spark.log`` unless ``verbose`` is set.
+
+Instead of starting a JVM, a command connects through Spark Connect when ``ivm.yaml`` names
+an endpoint (``spark.remote``) or the project's own server runs (``ivm server start``,
+``ivm_sql.server``), which keeps the same catalog warm between commands.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +28,7 @@ from delta import configure_spark_with_delta_pip
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from ivm_sql.config import Config
+from ivm_sql.config import Config, connect_address
 from ivm_sql.errors import EnvironmentProblem
 
 MIN_JAVA = 17
@@ -48,6 +54,11 @@ BASE_SETTINGS: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.session.timeZone": "UTC",
 }
+
+# One lock for the machine's Spark starts: see ivy_lock.
+IVY_LOCK = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ivm-sql" / "ivy.lock"
+# Seconds to wait for a Spark Connect endpoint's port to accept a connection.
+CONNECT_TIMEOUT = 3.0
 
 # pyspark logs every failed query with its whole Java stack to stderr through these.
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
@@ -115,16 +126,98 @@ def session_settings(config: Config, project_dir: Path) -> dict[str, str]:
     return settings
 
 
+def start_settings(config: Config, project_dir: Path) -> dict[str, str]:
+    """``session_settings`` plus what a JVM needs at its start: Delta's jars (beside any
+    packages ivm.yaml adds) and, for the embedded catalog, Hive's."""
+    settings = session_settings(config, project_dir)
+    user_packages = [p for p in settings.pop("spark.jars.packages", "").split(",") if p.strip()]
+    # Delta's helper names its jar for this pyspark; it writes only to a builder, so a spare
+    # one is asked for the setting (pyspark is pinned, so its _options stays where it is).
+    delta = configure_spark_with_delta_pip(SparkSession.Builder(), extra_packages=user_packages)
+    settings["spark.jars.packages"] = delta._options["spark.jars.packages"]
+    if config.is_embedded:
+        settings["spark.sql.catalogImplementation"] = "hive"  # what enableHiveSupport() sets
+    return settings
+
+
+@contextmanager
+def ivy_lock(path: Path = IVY_LOCK) -> Iterator[None]:
+    """Hold a lock shared by every process of the machine while a JVM starts.
+
+    A starting JVM resolves Delta's jars through Ivy in ``~/.ivy2.5.2``; two starts at the
+    same moment on a fresh machine download into the same files and both fail ("Downloaded
+    file size (0) doesn't match expected Content Length"). One at a time, the second finds
+    the jars cached. flock is released by the kernel if the holder dies.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def answers(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> bool:
+    """Whether something accepts TCP connections at host:port within ``timeout`` seconds."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def connect_session(url: str, settings: dict[str, str] | None = None) -> SparkSession:
+    """A Spark Connect session at ``url``; ``settings`` are set on it (Spark ignores the
+    ones fixed at the server's start). An endpoint that does not answer is one message,
+    at once, not pyspark's minutes of retries."""
+    host, port = connect_address(url)
+    if not answers(host, port):
+        raise EnvironmentProblem(
+            f"no Spark Connect server answers at {url}",
+            hint="start it, or fix spark.remote in ivm.yaml (or run `ivm server start`)",
+        )
+    builder = SparkSession.builder.remote(url)
+    for key, value in (settings or {}).items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # a missing client package, a refused token, ...
+        raise EnvironmentProblem(f"cannot connect to Spark at {url}: {str(exc).strip().splitlines()[0]}") from None
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    # pyspark retries an unreachable server for about 10 minutes; a few seconds is enough to
+    # ride out a hiccup, and a server that died mid-command then fails the command.
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=4)])
+    for name in QUERY_CONTEXT_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    return spark
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def build_session(config: Config, project_dir: Path, verbose: bool = False) -> SparkSession:
     """Start (or reuse) the Spark session for a project.
 
     A session already running in this process is returned as it is: Spark allows one
-    per process, and its settings were fixed when it started. The first start on a
-    machine fetches Delta's jar from Maven Central (through Ivy) and caches it.
+    per process, and its settings were fixed when it started. Next, ``spark.remote`` or the
+    project's running server (``ivm server start``) is connected to. Otherwise a JVM starts;
+    the first start on a machine fetches Delta's jar from Maven Central (through Ivy) and
+    caches it.
     """
     existing = SparkSession.getActiveSession()
     if existing is not None:
         return existing
+    if config.spark.remote is not None:
+        return connect_session(config.spark.remote, session_settings(config, project_dir))
+    from ivm_sql.server import endpoint  # the server module builds on this one
+
+    url = endpoint(project_dir)
+    if url is not None:  # the server was started with this project's settings
+        return connect_session(url)
     check_java()
     if config.is_embedded:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -132,26 +225,21 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "spark.log"
 
-    settings = session_settings(config, project_dir)
-    # Delta sets spark.jars.packages itself; keep any packages the user adds alongside it.
-    user_packages = [p for p in settings.pop("spark.jars.packages", "").split(",") if p.strip()]
     builder = SparkSession.builder.master(config.spark.master).appName(config.spark.app_name)
-    if config.is_embedded:
-        builder = builder.enableHiveSupport()
-    builder = configure_spark_with_delta_pip(builder, extra_packages=user_packages)
-    for key, value in settings.items():
+    for key, value in start_settings(config, project_dir).items():
         builder = builder.config(key, value)
 
     log_start = log_path.stat().st_size if log_path.exists() else 0
     try:
-        if verbose:
-            spark = builder.getOrCreate()
-        else:
-            with _console_to(log_path):
+        with ivy_lock():
+            if verbose:
                 spark = builder.getOrCreate()
+            else:
+                with _console_to(log_path):
+                    spark = builder.getOrCreate()
     except Exception as exc:  # pyspark raises several unrelated types when the JVM fails
         first_line = next(iter(str(exc).strip().splitlines()), type(exc).__name__)
-        detail = "" if verbose else _last_meaningful_lines(log_path, log_start)
+        detail = "" if verbose else last_log_lines(log_path, log_start)
         reason = detail or first_line
         raise EnvironmentProblem(
             f"Spark did not start: {reason}",
@@ -172,12 +260,17 @@ def _open_catalog(spark: SparkSession, log_path: Path, log_start: int) -> None:
         spark.catalog.listDatabases()
     except Exception as exc:  # the Hive client wraps Derby's error several times over
         text = log_path.read_text(errors="replace")[log_start:] if log_path.exists() else ""
-        if "XSDB6" in text or "Another instance of Derby" in text or "XSDB6" in str(exc):
+        if derby_locked(text + str(exc)):
             raise EnvironmentProblem(
                 f"another ivm command is using this project's catalog ({log_path.parent / 'metastore_db'}) right now",
                 hint="wait for it to finish: the embedded catalog admits one process at a time",
             ) from None
         raise EnvironmentProblem(f"the catalog did not open: {str(exc).strip().splitlines()[0]}", hint=f"see {log_path}") from None
+
+
+def derby_locked(text: str) -> bool:
+    """Whether Spark's error or log says the embedded catalog is open in another process."""
+    return "XSDB6" in text or "Another instance of Derby" in text
 
 
 @contextmanager
@@ -204,7 +297,7 @@ def _console_to(log_path: Path) -> Iterator[None]:
             os.close(fd)
 
 
-def _last_meaningful_lines(log_path: Path, start: int, count: int = 3) -> str:
+def last_log_lines(log_path: Path, start: int, count: int = 3) -> str:
     """The last few lines the failed start wrote to the log, without stack frames."""
     try:
         with log_path.open("rb") as log:

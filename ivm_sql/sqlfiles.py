@@ -25,6 +25,23 @@ class Statement:
     location: Location
 
 
+def read_sql(path: Path) -> str:
+    """The text of a SQL file; one that is not UTF-8 is an SqlError at the line of its first
+    bad byte, and one that cannot be read, at the file."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise SqlError(f"cannot read {path.name}: {error.strerror}", location=Location(path)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SqlError(
+            f"{path.name} is not UTF-8 text (byte {data[error.start]:#04x})",
+            location=Location(path, data.count(b"\n", 0, error.start) + 1),
+            hint="save the file as UTF-8",
+        ) from None
+
+
 def split_statements(text: str, path: Path | str) -> list[Statement]:
     """Split ``text`` (the contents of ``path``) on top-level semicolons; drop empty statements."""
     tokenizer = Spark.tokenizer_class()

@@ -6,6 +6,8 @@ compiling each example, so the strategies and the state it shows are the compile
 
 from __future__ import annotations
 
+import re
+
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler import ViewPlan, compile_views
 from ivm_sql.errors import IvmError, Location
@@ -51,6 +53,7 @@ SUPPORTED = [
     ("a filter comparing a column with the current time (current_timestamp, current_date, now): a temporal filter", "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400"),
     ("the current time compared with a column outside a filter (an outer join's ON, a SELECT expression)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND t.a > unix_timestamp(now()) - 60"),
     ("any SELECT marked TBLPROPERTIES ('ivm.refresh' = 'full'), rand() allowed", "SELECT k, rand() AS r FROM t"),
+    ("column names with spaces, punctuation, unicode, quoted reserved words (a table ivm keeps with a name Delta refuses as it is gets column mapping)", "SELECT k AS `order id`, a AS `n,1`, b AS `naïve`, k AS `select` FROM t"),
 ]
 
 REFUSED = [
@@ -61,6 +64,7 @@ REFUSED = [
     ("a scalar subquery that may return several rows (no aggregate, or GROUP BY): Spark fails at run time", "SELECT k, (SELECT d FROM u WHERE u.k = t.k) AS m FROM t"),
     ("a correlated scalar subquery correlated other than by equalities", "SELECT k, (SELECT MAX(d) FROM u WHERE u.k > t.k) AS m FROM t"),
     ("time travel or TABLESAMPLE in FROM", "SELECT k FROM t VERSION AS OF 3"),
+    ("a backtick in a column name: Delta's change data feed cannot write it", "SELECT k AS `a``b` FROM t"),
 ]
 
 STATE = {
@@ -106,6 +110,12 @@ def render() -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
+    def code(text: str) -> str:
+        """A Markdown code span, fenced by more backticks than the text holds in a row."""
+        fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+        padding = " " if "`" in text else ""
+        return f"{fence}{padding}{cell(text)}{padding}{fence}"
+
     lines = [
         "# SQL support",
         "",
@@ -124,9 +134,9 @@ def render() -> str:
         "| SQL | example | strategy | state kept |",
         "|---|---|---|---|",
     ]
-    lines += [f"| {cell(a)} | `{cell(b)}` | {cell(c)} | {cell(d)} |" for a, b, c, d in supported_rows()]
+    lines += [f"| {cell(a)} | {code(b)} | {cell(c)} | {cell(d)} |" for a, b, c, d in supported_rows()]
     lines += ["", "## Refused at compile time (with file:line and this hint)", "", "| SQL | example | message |", "|---|---|---|"]
-    lines += [f"| {cell(a)} | `{cell(b)}` | {cell(c)} |" for a, b, c in refused_rows()]
+    lines += [f"| {cell(a)} | {code(b)} | {cell(c)} |" for a, b, c in refused_rows()]
     return "\n".join(lines) + "\n"
 
 

@@ -7,13 +7,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
 
 from ivm_sql.errors import Location, SqlError, UnsupportedError
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX
-from ivm_sql.sqlfiles import split_statements
+from ivm_sql.sqlfiles import read_sql, split_statements
+from ivm_sql.syntax import parse_statement
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,7 +61,7 @@ def load_views(folder: Path) -> list[ViewDef]:
     views: list[ViewDef] = []
     seen: dict[str, ViewDef] = {}
     for path in sorted(folder.glob("*.sql")) if folder.is_dir() else []:
-        for view in _file_views(path.read_text(), path):
+        for view in _file_views(read_sql(path), path):
             if view.name in seen:
                 raise SqlError(
                     f"view {view.name} is defined twice (first at {seen[view.name].location})",
@@ -82,17 +81,11 @@ def _file_views(text: str, path: Path) -> tuple[ViewDef, ...]:
 
 
 def parse_view(text: str, location: Location) -> ViewDef:
-    try:
-        statement = sqlglot.parse_one(text, read=DIALECT)
-    except ParseError as error:
-        first = error.errors[0] if error.errors else {}
-        line = (location.line or 1) + first.get("line", 1) - 1
-        raise SqlError(
-            first.get("description", str(error)), location=Location(location.path, line)
-        ) from None
+    statement = parse_statement(text, location)
     if not isinstance(statement, exp.Create) or statement.kind != "VIEW":
+        found = statement.key.upper() if not isinstance(statement, (exp.Command, exp.Alias, exp.Column)) else text.split()[0]
         raise UnsupportedError(
-            f"only CREATE VIEW statements belong in a views file, found {statement.key.upper()}",
+            f"only CREATE VIEW statements belong in a views file, found {found}",
             location=location,
             hint="put tables and other DDL in migrations/NNNN_name.sql",
         )
@@ -106,6 +99,16 @@ def parse_view(text: str, location: Location) -> ViewDef:
         raise SqlError("a view needs AS SELECT ...", location=location)
     full_refresh = _refresh_property(statement, location)
     name = target.name.lower()
+    if target.args.get("db") is not None:
+        raise SqlError(
+            f"view {target.sql(DIALECT)} names a database", location=location,
+            hint=f"write CREATE VIEW {target.this.sql(DIALECT)}: views live in the project's database (ivm.yaml's database:)",
+        )
+    if not TABLE_NAME.fullmatch(name):
+        raise SqlError(
+            f"view name {name!r} is not a name Spark's catalog takes for a table or view",
+            location=location, hint="use letters, digits and _ (a reserved word is fine in backticks: `select`)",
+        )
     if name.startswith(INTERNAL_PREFIX):
         raise SqlError(
             f"view names starting with {INTERNAL_PREFIX} are reserved for ivm", location=location,
@@ -115,6 +118,7 @@ def parse_view(text: str, location: Location) -> ViewDef:
 
 
 REFRESH_PROPERTY = "ivm.refresh"
+TABLE_NAME = re.compile(r"[a-z0-9_]+")  # Spark's INVALID_SCHEMA_OR_RELATION_NAME otherwise
 
 
 def _refresh_property(statement: exp.Create, location: Location) -> bool:

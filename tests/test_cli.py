@@ -26,7 +26,7 @@ import ivm_sql.session
 from ivm_sql.cli import app
 
 MakeProject = Callable[[dict[str, str]], Path]
-COMMANDS = {"migrate", "compile", "graph", "refresh", "status", "verify", "sql", "drop", "prune", "optimize"}
+COMMANDS = {"init", "migrate", "compile", "graph", "refresh", "status", "verify", "sql", "server", "drop", "prune", "optimize"}
 
 TABLES = """\
 CREATE TABLE customers (id INT, country STRING);

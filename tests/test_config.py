@@ -113,3 +113,32 @@ def test_database_must_be_plain_identifier(tmp_path: Path, name: str) -> None:
 def test_error_text_shows_file_and_line(tmp_path: Path) -> None:
     error = load_error(tmp_path, "bogus: 1\n")
     assert str(error).startswith(f"{tmp_path / 'ivm.yaml'}:1: config error: unknown key 'bogus'")
+
+
+def test_spark_remote_is_a_connect_url(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "spark:\n  remote: sc://cluster.example:15002/;use_ssl=true\n"))
+    assert config.spark.remote == "sc://cluster.example:15002/;use_ssl=true"
+    assert not config.is_embedded  # the endpoint keeps its own catalog
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("http://host:15002", "must start with sc://"),
+        ("sc://:15002", "host is missing"),
+        ("sc://host:port", "port is not a number"),
+        ("sc://host:15002/db", "unexpected path"),
+        ("sc://host/;token", "key=value"),
+    ],
+)
+def test_bad_spark_remote_points_at_its_line(tmp_path: Path, url: str, words: str) -> None:
+    error = load_error(tmp_path, f"database: shop\nspark:\n  remote: '{url}'\n")
+    assert error.location is not None and error.location.line == 3
+    assert "not a Spark Connect URL" in error.message and words in error.message
+    assert error.hint is not None and "sc://HOST:PORT" in error.hint
+
+
+def test_spark_remote_and_master_together_are_refused(tmp_path: Path) -> None:
+    error = load_error(tmp_path, "spark:\n  master: local[2]\n  remote: sc://localhost\n")
+    assert error.location is not None and error.location.line == 3
+    assert "both set" in error.message

@@ -23,7 +23,7 @@ from pyspark.errors import PySparkException
 from sqlglot import exp
 
 from ivm_sql.catalog import first_line
-from ivm_sql.compiler import ViewPlan, create_table, overwrite_table
+from ivm_sql.compiler import ViewPlan, create_table, overwrite_table, stored_columns
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
@@ -73,6 +73,16 @@ class StageStart:
     kind: str  # "bag", "distinct", "aggregate", "recompute", "fixpoint"
 
 
+@contextmanager
+def located(plan: ViewPlan) -> Iterator[None]:
+    """A refresh error without a place of its own is placed at the view being refreshed."""
+    try:
+        yield
+    except RefreshError as error:
+        error.location = error.location or plan.view.location
+        raise
+
+
 class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
@@ -101,7 +111,8 @@ class Refresher:
         for plan in plans:  # pin every base table once, before any work
             for table in plan.base_tables:
                 if table not in self.current:
-                    self.current[table] = self._run(lambda: self.log.latest_version(table), table)
+                    with located(plan):
+                        self.current[table] = self._run(lambda: self.log.latest_version(table), table)
         reports = []
         try:
             for number, plan in enumerate(plans, 1):
@@ -109,7 +120,8 @@ class Refresher:
                     lambda i, stage, plan=plan, number=number: on_stage(StageStart(
                         plan.name, number, len(plans), stage.table, i, len(plan.stages), stage.kind))
                 )
-                report = self.refresh_view(plan, started)
+                with located(plan):
+                    report = self.refresh_view(plan, started)
                 reports.append(report)
                 if on_view is not None:
                     on_view(report)
@@ -172,6 +184,7 @@ class Refresher:
         if now is not None:
             new_record["now"] = now
         before = latest if exists else -1
+        loaded = None  # rows a recompute wrote: a property change may follow it as the last commit
         with delta_log.commit_record(self.spark, new_record):
             if reason is not None:
                 self._recompute(stage, exists, fingerprint)
@@ -189,7 +202,7 @@ class Refresher:
         self.current[stage.table] = last.version
         self.base_of[stage.table] = base
         self._keep_time(stage.table, now)
-        report.rows_out += last.rows_changed
+        report.rows_out += last.rows_changed if loaded is None else loaded
         if stage.kind == "fixpoint":  # how long the loop ran is part of what happened
             iterations = self.iterations.get(stage.table, 0)
             loop = f"fixed point in {iterations} iteration{'' if iterations == 1 else 's'}"
@@ -211,13 +224,12 @@ class Refresher:
         initial = self._initial(stage)
         small = self._is_small(initial, recompute=True)
         with execution.for_small_data(self.spark, enabled=small), self._solved(stage, initial) as initial:
-            if exists and stage.table not in self.reshaped:
-                statement = overwrite_table(stage, initial)
-            else:
-                statement = create_table(stage, initial, fingerprint)
+            created = not exists or stage.table in self.reshaped
+            statement = create_table(stage, initial, fingerprint) if created else overwrite_table(stage, initial)
             self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
         loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
-        properties = layout.properties_after_load(loaded)
+        mapped = created and layout.needs_column_mapping(stored_columns(stage, initial))
+        properties = layout.properties_after_load(loaded, created_mapped=mapped)
         if properties:
             self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
 

@@ -1,0 +1,355 @@
+"""Bad input: one clear message, a non-zero exit, no traceback, and nothing changed.
+
+A corpus of mistakes in views files, ivm.yaml, migrations, sources and on the command line,
+each run through the `ivm` command in-process (typer's CliRunner), on a project of its own.
+Every case checks:
+
+- the exit code is not zero;
+- standard error holds exactly one message (its first line, then at most a hint), which
+  says what is wrong and names the file and line where there is one (``views/v.sql:3``);
+- no traceback, and no raw sqlglot, Python or Java object in the output;
+- nothing changed: the project's files are as they were, and the catalog's databases and
+  tables too (checked where Spark runs; where it need not, it must not even start).
+
+Cases that need no catalog run with Spark's start forbidden, so a views file or ivm.yaml
+mistake is known to be reported before Spark is paid for. The others share the test run's
+Spark session: the views and command-line cases one migrated database, the migration cases
+a database each.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from typer.testing import CliRunner, Result
+
+import ivm_sql.session
+from ivm_sql.cli import app
+from test_cli import keep_current_database, tables_of  # noqa: F401 (autouse fixture)
+
+SHOP_TABLES = """\
+CREATE TABLE customers (id INT, country STRING) USING DELTA;
+CREATE TABLE orders (id INT, customer_id INT, amount INT) USING DELTA;
+INSERT INTO customers VALUES (1, 'UK');
+CREATE TABLE visits (id INT) USING PARQUET;
+"""
+FINE_VIEW = "CREATE VIEW fine AS SELECT id FROM orders;\n"
+RAW = ("Traceback", "<Token", "TokenType", "<class '", "py4j", "java.", "org.apache", "\tat ", "Exception:")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One mistake: the project's files (text, or bytes), the command line after
+    ``ivm -p PROJECT``, words the message says, and the ``file:line`` it names (file relative to
+    the project; None where no file is to blame)."""
+
+    id: str
+    files: dict[str, str | bytes]
+    args: tuple[str, ...]
+    says: str
+    at: str | None = None
+    tables_after: frozenset[str] | None = None  # migrations: what the database holds after (None: no database)
+    config: bool = True  # the project gets an ivm.yaml naming its database, unless the case writes one
+
+    def __str__(self) -> str:
+        return self.id
+
+
+def views(text: str | bytes, name: str = "v.sql") -> dict[str, str | bytes]:
+    return {f"views/{name}": text}
+
+
+# views files: found before Spark starts -----------------------------------------------------
+
+VIEW_SYNTAX = [
+    Case("second-statement-broken", views("CREATE VIEW a AS SELECT 1 AS x FROM t;\n\nCREATE VIEW b AS\nSELECT x FROM;\n"),
+         ("compile",), "expected table name but found the end of the statement", "views/v.sql:4"),
+    Case("reserved-word-as-view-name", views("-- a view\nCREATE VIEW select AS SELECT 1 AS x FROM t;\n"),
+         ("compile",), "quote it in backticks: `select`", "views/v.sql:2"),
+    Case("reserved-word-as-alias", views("CREATE VIEW v AS\nSELECT 1 AS select\nFROM t;\n"),
+         ("compile",), "quote it in backticks: `select`", "views/v.sql:2"),
+    Case("unclosed-string", views("CREATE VIEW v AS\nSELECT 'oops FROM t;\n"), ("compile",), "unclosed quote", "views/v.sql:2"),
+    Case("unclosed-comment", views("CREATE VIEW v AS SELECT 1 AS x FROM t;\n\n/* never closed\n"),
+         ("compile",), "unclosed quote or comment", "views/v.sql:3"),
+    Case("unclosed-backtick", views("CREATE VIEW v AS\nSELECT `a FROM t;\n"), ("compile",), "unclosed quote", "views/v.sql:2"),
+    Case("empty-where", views("CREATE VIEW v AS\nSELECT a FROM t\nWHERE;\n"), ("compile",), "incomplete expression near 'WHERE'", "views/v.sql:3"),
+    Case("unbalanced-parenthesis", views("CREATE VIEW v AS\nSELECT (a FROM t;\n"), ("compile",), "expected ')'", "views/v.sql:2"),
+    Case("extra-word", views("CREATE VIEW v AS\nSELECT a\nFROM t t2 t3;\n"), ("compile",), "unexpected token near 't3'", "views/v.sql:3"),
+    Case("misspelled-select", views("CREATE VIEW v AS\nSELEC a FROM t;\n"), ("compile",), "syntax error", "views/v.sql:2"),
+    Case("join-without-table", views("CREATE VIEW v AS\nSELECT a FROM t JOIN;\n"), ("compile",), "expected table name", "views/v.sql:2"),
+    Case("with-without-query", views("CREATE VIEW v AS WITH;\n"), ("compile",), "syntax error", "views/v.sql:1"),
+    Case("garbled-header", views("\nCREATE VIEW a b AS SELECT 1 AS x FROM t;\n"), ("compile",), "does not read as CREATE VIEW name", "views/v.sql:2"),
+    Case("incomplete-comparison", views("CREATE VIEW v AS\nSELECT a FROM t\nWHERE a =;\n"), ("compile",), "incomplete expression near '='", "views/v.sql:3"),
+    Case("not-utf8", views(b"CREATE VIEW v AS\nSELECT '\xff' AS x FROM t;\n"), ("compile",), "not UTF-8", "views/v.sql:2"),
+]
+
+VIEW_STATEMENTS = [
+    Case("create-table-in-views", views("CREATE VIEW ok AS SELECT 1 AS x FROM t;\nCREATE TABLE x (a INT);\n"),
+         ("compile",), "only CREATE VIEW statements belong in a views file, found CREATE", "views/v.sql:2"),
+    Case("insert-in-views", views("\nINSERT INTO t VALUES (1);\n"), ("compile",), "found INSERT", "views/v.sql:2"),
+    Case("bare-select-in-views", views("SELECT 1;\n"), ("compile",), "found SELECT", "views/v.sql:1"),
+    Case("drop-in-views", views("DROP VIEW v;\n"), ("compile",), "found DROP", "views/v.sql:1"),
+    Case("prose-in-views", views("these are my views;\n"), ("compile",), "syntax error: unexpected token near 'my'", "views/v.sql:1"),
+    Case("unknown-statement-in-views", views("\nVACUUM t;\n"), ("compile",), "found VACUUM", "views/v.sql:2"),
+    Case("view-without-query", views("CREATE VIEW v;\n"), ("compile",), "a view needs AS SELECT", "views/v.sql:1"),
+    Case("same-view-twice-in-a-file", views("CREATE VIEW v AS SELECT 1 AS x FROM t;\n\nCREATE VIEW V AS SELECT 2 AS x FROM t;\n"),
+         ("compile",), "view v is defined twice", "views/v.sql:3"),
+    Case("same-view-in-two-files", {**views("CREATE VIEW v AS SELECT 1 AS x FROM t;\n", "a.sql"),
+                                    **views("\nCREATE VIEW v AS SELECT 2 AS x FROM t;\n", "b.sql")},
+         ("compile",), "view v is defined twice", "views/b.sql:2"),
+    Case("view-name-with-a-space", views("CREATE VIEW `my view` AS SELECT 1 AS x FROM t;\n"), ("compile",),
+         "view name 'my view' is not a name Spark's catalog takes", "views/v.sql:1"),
+    Case("view-name-not-ascii", views("\nCREATE VIEW `übersicht` AS SELECT 1 AS x FROM t;\n"), ("compile",),
+         "is not a name Spark's catalog takes", "views/v.sql:2"),
+    Case("view-name-with-a-database", views("CREATE VIEW other.v AS SELECT 1 AS x FROM t;\n"), ("compile",),
+         "view other.v names a database", "views/v.sql:1"),
+    Case("internal-view-name", views("CREATE VIEW __ivm_v AS SELECT 1 AS x FROM t;\n"), ("compile",), "reserved for ivm", "views/v.sql:1"),
+    Case("bad-refresh-property", views("CREATE VIEW v TBLPROPERTIES ('ivm.refresh' = 'sometimes') AS SELECT 1 AS x FROM t;\n"),
+         ("compile",), "must be 'full' or 'incremental'", "views/v.sql:1"),
+    Case("refresh-names-a-broken-file", views("CREATE VIEW v AS\nSELECT a FROM t\nWHERE;\n"), ("refresh",), "incomplete expression", "views/v.sql:3"),
+    Case("status-reads-a-broken-file", views("CREATE VIEW v AS\nSELECT a FROM t\nWHERE;\n"), ("status",), "incomplete expression", "views/v.sql:3"),
+]
+
+# ivm.yaml: found when the project opens -------------------------------------------------------
+
+CONFIG = [
+    Case("unknown-key", {"ivm.yaml": "database: shop\nviewz: views\n"}, ("status",), "unknown key 'viewz'", "ivm.yaml:2"),
+    Case("unknown-spark-key", {"ivm.yaml": "spark:\n  memory: 4g\n"}, ("status",), "unknown key 'memory' in spark", "ivm.yaml:2"),
+    Case("unknown-refresh-key", {"ivm.yaml": "refresh:\n  often: yes\n"}, ("status",), "unknown key 'often' in refresh", "ivm.yaml:2"),
+    Case("views-is-a-list", {"ivm.yaml": "views: [a, b]\n"}, ("status",), "views must be a string, not a list", "ivm.yaml:1"),
+    Case("database-is-a-number", {"ivm.yaml": "database: 42\n"}, ("status",), "database must be a string", "ivm.yaml:1"),
+    Case("database-not-an-identifier", {"ivm.yaml": "# shop\ndatabase: my-shop\n"}, ("status",), "not a plain identifier", "ivm.yaml:2"),
+    Case("spark-is-a-string", {"ivm.yaml": "spark: local\n"}, ("status",), "spark must be a mapping", "ivm.yaml:1"),
+    Case("conf-value-is-a-mapping", {"ivm.yaml": "spark:\n  conf:\n    spark.x:\n      nested: 1\n"}, ("status",), "spark.conf value for 'spark.x'", "ivm.yaml:4"),
+    Case("unclosed-bracket", {"ivm.yaml": "database: shop\nspark:\n  master: [local\n  app_name: x\n"}, ("status",), "invalid YAML", "ivm.yaml:4"),
+    Case("key-given-twice", {"ivm.yaml": "database: a\ndatabase: b\n"}, ("status",), "key 'database' is given twice", "ivm.yaml:2"),
+    Case("recompute-above-negative", {"ivm.yaml": "refresh:\n  recompute_above: -1\n"}, ("status",), "positive number or never", "ivm.yaml:2"),
+    Case("recompute-above-a-word", {"ivm.yaml": "refresh:\n  recompute_above: sometimes\n"}, ("status",), "not sometimes", "ivm.yaml:2"),
+    Case("views-folder-missing", {"ivm.yaml": "views: nowhere\n"}, ("compile",), "does not exist", "ivm.yaml:1"),
+    Case("views-folder-missing-on-refresh", {"ivm.yaml": "# views\nviews: sql/views\n"}, ("refresh",), "does not exist", "ivm.yaml:2"),
+    Case("views-is-a-file", {"ivm.yaml": "views: notes.txt\n", "notes.txt": "CREATE VIEW v AS SELECT 1 AS x"},
+         ("status",), "notes.txt is not a folder", "ivm.yaml:1"),
+    Case("key-is-a-number", {"ivm.yaml": "1: x\n"}, ("status",), "keys in the top level must be names", "ivm.yaml:1"),
+    Case("top-level-is-a-list", {"ivm.yaml": "- database\n- views\n"}, ("status",), "the top level must be a mapping", "ivm.yaml:1",
+         config=False),
+    Case("app-name-is-a-number", {"ivm.yaml": "spark:\n  app_name: 7\n"}, ("status",), "spark.app_name must be a string", "ivm.yaml:2"),
+    Case("master-is-empty", {"ivm.yaml": "spark:\n  master:\n"}, ("status",), "spark.master must be a string, not empty", "ivm.yaml:2"),
+    Case("tab-indentation", {"ivm.yaml": "spark:\n\tmaster: local\n"}, ("status",), "invalid YAML", "ivm.yaml:2"),
+    Case("config-not-utf8", {"ivm.yaml": b"database: caf\xe9\n"}, ("status",), "not UTF-8", "ivm.yaml"),
+]
+
+# the command line: found before Spark starts --------------------------------------------------
+
+COMMAND_LINE = [
+    Case("no-ivm-yaml", {"views/v.sql": FINE_VIEW}, ("status",), "no ivm.yaml in", config=False),
+    Case("ivm-yaml-is-a-folder", {"ivm.yaml/readme.txt": "not a file"}, ("compile",), "no ivm.yaml in", config=False),
+    Case("init-over-a-project", {"ivm.yaml": "database: mine\n"}, ("init",),
+         "ivm.yaml already exists, and ivm init never overwrites a file", "ivm.yaml"),
+    Case("init-over-an-example", {"views/events.sql": "-- mine\n"}, ("init",),
+         "views/events.sql already exists", "views/events.sql", config=False),
+]
+
+# Typer refuses these before any command runs (exit code 2, its usage panel).
+USAGE = [
+    pytest.param(("frobnicate",), "No such command", id="unknown-command"),
+    pytest.param(("refresh", "--fulll"), "No such option", id="misspelled-flag"),
+    pytest.param(("sql",), "Missing argument", id="sql-without-statement"),
+    pytest.param(("graph", "--format", "jpeg"), "Invalid value", id="unknown-graph-format"),
+    pytest.param(("--colour", "status"), "No such option", id="unknown-global-option"),
+    pytest.param(("compile", "--out"), "requires an argument", id="out-without-folder"),
+]
+
+# views that need the catalog, on a migrated database ------------------------------------------
+
+CATALOG = [
+    Case("missing-table", views("CREATE VIEW v AS\nSELECT id FROM nope;\n"), ("compile",), "reads {db}.nope, which does not exist", "views/v.sql:2"),
+    Case("missing-table-on-refresh", views("CREATE VIEW v AS\nSELECT id FROM nope;\n"), ("refresh",), "which does not exist", "views/v.sql:2"),
+    Case("missing-table-in-other-database", views("CREATE VIEW v AS SELECT a FROM nodb.t;\n"), ("compile",), "reads nodb.t, which does not exist", "views/v.sql:1"),
+    Case("missing-column", views("CREATE VIEW v AS\nSELECT id,\n  nope\nFROM orders;\n"), ("compile",), "column nope does not exist", "views/v.sql:3"),
+    Case("missing-column-on-refresh", views("CREATE VIEW v AS\nSELECT id,\n  nope\nFROM orders;\n"), ("refresh",), "column nope does not exist", "views/v.sql:3"),
+    Case("source-not-delta", views("CREATE VIEW fine AS SELECT id FROM orders;\n\nCREATE VIEW v AS\nSELECT id FROM visits;\n"),
+         ("refresh",), "{db}.visits is not a Delta table", "views/v.sql:3"),
+    Case("view-named-like-a-table", views(FINE_VIEW + "\nCREATE VIEW orders AS SELECT id FROM customers;\n"), ("compile",),
+         "view orders has the name of a table", "views/v.sql:3"),
+    Case("view-named-like-a-table-on-refresh", views("CREATE VIEW customers AS SELECT id FROM orders;\n"), ("refresh",),
+         "view customers has the name of a table", "views/v.sql:1"),
+    Case("view-named-like-the-table-it-reads", views("CREATE VIEW orders AS SELECT id FROM orders;\n"), ("compile",),
+         "has the name of a table", "views/v.sql:1"),
+    Case("view-reads-itself", views("CREATE VIEW v AS SELECT * FROM v;\n"), ("compile",), "cycle", "views/v.sql:1"),
+    Case("views-read-each-other", views("CREATE VIEW a AS SELECT * FROM b;\nCREATE VIEW b AS SELECT * FROM a;\n"), ("compile",), "cycle", "views/v.sql:"),
+    Case("non-deterministic", views("CREATE VIEW v AS\nSELECT id, rand() AS r FROM orders;\n"), ("compile",), "non-deterministic function RAND()", "views/v.sql:2"),
+    Case("order-by-without-limit", views("CREATE VIEW v AS\nSELECT id FROM orders\nORDER BY id;\n"), ("refresh",), "ORDER BY", "views/v.sql:3"),
+    Case("column-list-too-long", views("CREATE VIEW v (a, b) AS SELECT id FROM orders;\n"), ("compile",), "names 2 columns but its SELECT returns 1", "views/v.sql:1"),
+    Case("two-columns-one-name", views("CREATE VIEW v AS SELECT id, amount AS id FROM orders;\n"), ("compile",), "two columns named id", "views/v.sql:1"),
+    Case("internal-column-name", views("CREATE VIEW v AS SELECT id AS __ivm_w FROM orders;\n"), ("compile",), "reserved for ivm", "views/v.sql:1"),
+    Case("backtick-in-column-name", views("CREATE VIEW v AS\nSELECT id AS `a``b` FROM orders;\n"), ("compile",), "holds a backtick", "views/v.sql:2"),
+    Case("unknown-function", views("CREATE VIEW v AS SELECT nofunc(id) AS x FROM orders;\n"), ("compile",), "UNRESOLVED_ROUTINE", "views/v.sql:1"),
+    Case("aggregate-without-group-by", views("CREATE VIEW v AS SELECT customer_id, COUNT(*) AS n FROM orders;\n"), ("compile",), "MISSING_GROUP_BY", "views/v.sql:1"),
+    Case("hive-grouping-id", views("CREATE VIEW v AS\nSELECT customer_id, grouping__id AS g FROM orders GROUP BY customer_id WITH ROLLUP;\n"),
+         ("compile",), "grouping__id", "views/v.sql:2"),
+    Case("scalar-subquery-of-many-rows", views("CREATE VIEW v AS SELECT id, (SELECT id FROM customers) AS c FROM orders;\n"),
+         ("compile",), "scalar subquery", "views/v.sql:1"),
+    Case("unknown-view-compile", views(FINE_VIEW), ("compile", "nope"), "no view named nope"),
+    Case("unknown-view-refresh", views(FINE_VIEW), ("refresh", "nope"), "no view named nope"),
+    Case("unknown-view-verify", views(FINE_VIEW), ("verify", "nope"), "no view named nope"),
+    Case("unknown-view-graph", views(FINE_VIEW), ("graph", "nope"), "no view named nope"),
+    Case("sql-syntax-error", views(FINE_VIEW), ("sql", "SELEC 1"), "PARSE_SYNTAX_ERROR"),
+    Case("sql-missing-table", views(FINE_VIEW), ("sql", "SELECT * FROM nope"), "TABLE_OR_VIEW_NOT_FOUND"),
+    Case("compile-out-is-a-file", {**views(FINE_VIEW), "out.txt": "mine"}, ("compile", "--out", "{root}/out.txt"),
+         "out.txt is not a folder"),
+]
+
+# migrations, each on a database of its own ----------------------------------------------------
+
+NOTHING = None  # the database was not even created
+MIGRATIONS = [
+    Case("migration-name-not-numbered", {"migrations/create.sql": "CREATE TABLE a (x INT);\n"}, ("migrate",),
+         "migration file name 'create.sql' is not NNNN_name.sql", "migrations/create.sql"),
+    Case("migration-name-upper-case", {"migrations/0001_Create.sql": "CREATE TABLE a (x INT);\n"}, ("migrate",),
+         "is not NNNN_name.sql", "migrations/0001_Create.sql"),
+    Case("migrations-share-a-number", {"migrations/0001_a.sql": "CREATE TABLE a (x INT);\n", "migrations/1_b.sql": "CREATE TABLE b (x INT);\n"},
+         ("migrate",), "have the same number 1", "migrations/1_b.sql"),
+    Case("migration-unclosed-quote", {"migrations/0001_a.sql": "CREATE TABLE a (x STRING);\nINSERT INTO a VALUES ('x);\n"},
+         ("migrate",), "unclosed quote", "migrations/0001_a.sql:2"),
+    Case("migration-not-utf8", {"migrations/0001_a.sql": b"CREATE TABLE a (x STRING);\n\nINSERT INTO a VALUES ('\xff');\n"},
+         ("migrate",), "not UTF-8", "migrations/0001_a.sql:3"),
+    Case("migrations-folder-missing", {"ivm.yaml": "migrations: migratoins\n", "migrations/0001_a.sql": "CREATE TABLE a (x INT);\n"},
+         ("migrate",), "folder", "ivm.yaml:1"),
+    Case("migrations-is-a-file", {"ivm.yaml": "migrations: m.sql\n", "m.sql": "CREATE TABLE a (x INT);\n"},
+         ("migrate",), "m.sql is not a folder", "ivm.yaml:1"),
+    Case("migration-fails-half-way", {"migrations/0001_a.sql": "CREATE TABLE a (x INT);\n\nCREATE TABEL b (y INT);\n"},
+         ("migrate",), "statement 2 of 0001_a.sql failed", "migrations/0001_a.sql:3", frozenset({"ivm_migrations", "a"})),
+    Case("migration-inserts-into-missing-table", {"migrations/0001_a.sql": "CREATE TABLE a (x INT);\nINSERT INTO nope VALUES (1);\n"},
+         ("migrate",), "TABLE_OR_VIEW_NOT_FOUND", "migrations/0001_a.sql:2", frozenset({"ivm_migrations", "a"})),
+    Case("second-migration-fails", {"migrations/0001_a.sql": "CREATE TABLE a (x INT);\n",
+                                    "migrations/0002_b.sql": "-- b\nSELECT nope FROM a;\n"},
+         ("migrate",), "statement 1 of 0002_b.sql failed", "migrations/0002_b.sql:2", frozenset({"ivm_migrations", "a"})),
+]
+
+
+# running a case ---------------------------------------------------------------------------------
+
+
+def write_project(root: Path, files: dict[str, str | bytes], database: str | None) -> Path:
+    """The case's files under ``root``; ivm.yaml names ``database`` (if given) unless the case
+    writes one that names a database, or one that is not text."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = files.get("ivm.yaml", "")
+    if database and isinstance(config, str) and "database:" not in config:
+        files = {**files, "ivm.yaml": f"{config}database: {database}\n"}
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every file and folder under ``root`` with its contents (None for a folder)."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def run(root: Path, case: Case, database: str = "") -> Result:
+    args = [a.format(root=root, db=database) for a in case.args]
+    return CliRunner().invoke(app, ["-p", str(root), *args], env={"COLUMNS": "250"})
+
+
+def assert_one_clear_message(result: Result, case: Case, root: Path, database: str = "") -> None:
+    output = result.stdout + result.stderr
+    assert result.exit_code not in (0, None), f"exit {result.exit_code}:\n{output}"
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    for raw in RAW:
+        assert raw not in output, f"{raw!r} in the output:\n{output}"
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines, f"no message on standard error; standard output:\n{result.stdout}"
+    assert all(line.startswith("  hint: ") for line in lines[1:]), f"more than one message:\n{result.stderr}"
+    assert result.stdout.strip() == "", f"standard output besides the message:\n{result.stdout}"
+    message = lines[0]
+    assert case.says.format(db=database) in " ".join(result.stderr.split()), result.stderr
+    if case.at is not None:
+        path, colon, line = case.at.partition(":")
+        where = f"{root.resolve() / path}{colon}{line}"
+        assert message.startswith(where), f"expected {where} at the start of:\n{message}"
+
+
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark must not start: these mistakes are found before it is needed."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(ivm_sql.session, "build_session", refuse)
+
+
+@pytest.mark.parametrize("case", VIEW_SYNTAX + VIEW_STATEMENTS + CONFIG + COMMAND_LINE, ids=str)
+def test_refused_before_spark_starts(case: Case, tmp_path: Path, no_spark: None) -> None:
+    root = write_project(tmp_path / "project", case.files, f"t_{uuid.uuid4().hex[:8]}" if case.config else None)
+    before = snapshot(root)
+    result = run(root, case)
+    assert_one_clear_message(result, case, root)
+    assert snapshot(root) == before
+    assert not (root / ".ivm").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), USAGE)
+def test_command_line_usage_errors(args: tuple[str, ...], says: str, tmp_path: Path, no_spark: None) -> None:
+    (tmp_path / "ivm.yaml").write_text("database: shop\n")
+    before = snapshot(tmp_path)
+    result = CliRunner().invoke(app, ["-p", str(tmp_path), *args], env={"COLUMNS": "250"})
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+    assert not any(raw in result.output for raw in RAW), result.output
+    assert snapshot(tmp_path) == before
+
+
+def databases(spark: SparkSession) -> set[str]:
+    return {d.name for d in spark.catalog.listDatabases()}
+
+
+@pytest.fixture(scope="module")
+def shop(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A migrated database (customers, orders) that the catalog cases' projects all point at."""
+    database = f"t_{uuid.uuid4().hex[:8]}"
+    root = write_project(tmp_path_factory.mktemp("shop"), {"migrations/0001_tables.sql": SHOP_TABLES}, database)
+    result = CliRunner().invoke(app, ["-p", str(root), "migrate"])
+    assert result.exit_code == 0, result.output
+    return database
+
+
+@pytest.mark.parametrize("case", CATALOG, ids=str)
+def test_refused_with_the_catalog(case: Case, spark: SparkSession, shop: str, tmp_path: Path) -> None:
+    root = write_project(tmp_path / "project", case.files, shop)
+    before, tables, dbs = snapshot(root), tables_of(spark, shop), databases(spark)
+    result = run(root, case, shop)
+    assert_one_clear_message(result, case, root, shop)
+    assert snapshot(root) == before
+    assert tables_of(spark, shop) == tables and databases(spark) == dbs
+
+
+@pytest.mark.parametrize("case", MIGRATIONS, ids=str)
+def test_refused_migration(case: Case, spark: SparkSession, tmp_path: Path) -> None:
+    database = f"t_{uuid.uuid4().hex[:8]}"
+    root = write_project(tmp_path / "project", case.files, database)
+    before = snapshot(root)
+    result = run(root, case, database)
+    assert_one_clear_message(result, case, root, database)
+    assert snapshot(root) == before
+    if case.tables_after is NOTHING:
+        assert not spark.catalog.databaseExists(database), "the database was created before the mistake was found"
+    else:  # statements before the failing one stay applied, as `ivm migrate` promises; nothing after
+        assert tables_of(spark, database) == case.tables_after
+
+
+def test_the_corpus_is_large_and_its_cases_distinct() -> None:
+    cases = VIEW_SYNTAX + VIEW_STATEMENTS + CONFIG + COMMAND_LINE + CATALOG + MIGRATIONS
+    assert len({c.id for c in cases}) == len(cases)
+    assert len({(tuple(sorted(map(str, c.files.items()))), c.args) for c in cases}) == len(cases)
+    assert len(cases) + len(USAGE) >= 60

@@ -1,0 +1,183 @@
+"""`ivm server` on a real Spark Connect server, driven through the `ivm` executable.
+
+One server runs for the whole module, for a copy of the demo project in a folder of its own
+(its own Derby catalog, so it never meets the test run's embedded session). Every command
+runs as a real subprocess, as a user would run it; the server is stopped at the end whatever
+happened. Marked ``server``: ``pytest -m "not server"`` skips it.
+
+A server found gone (killed) is reported and its record removed, and commands then run Spark
+themselves on the same catalog, with a note: the server only keeps a JVM warm, it holds
+nothing the catalog does not. A server whose process lives but does not answer still holds
+the catalog, so commands stop at once with one message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from ivm_sql.runtime.delta_log import DeltaLog, HistoryFolder, LocalFolder
+from ivm_sql.server import SERVER_CLASS, ServerRecord, read_record, record_path, stop
+
+pytestmark = pytest.mark.server
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def ivm(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The `ivm` executable on the project ``root``; no traceback, whatever the outcome."""
+    result = subprocess.run(
+        [sys.executable, "-m", "ivm_sql.cli", "-p", str(root), *args],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    return result
+
+
+def ok(root: Path, *args: str) -> str:
+    result = ivm(root, *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def strategies(refresh_output: str) -> list[str]:
+    """The strategy column of `ivm refresh` (view, rows in, rows out, time, strategy)."""
+    return [line.split(maxsplit=4)[4] for line in refresh_output.splitlines()[1:]]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ServerRecord]]:
+    """The demo project with its server running."""
+    root = tmp_path_factory.mktemp("served")
+    shutil.copy(REPO / "ivm.yaml", root)
+    for folder in ("views", "migrations"):
+        shutil.copytree(REPO / folder, root / folder)
+    try:
+        started = ivm(root, "server", "start", timeout=400)
+        assert started.returncode == 0, started.stderr
+        record = read_record(root)
+        assert record is not None and started.stdout.startswith(f"started: ivm server for {root}")
+        yield root, record
+    finally:
+        stop(root)
+
+
+def test_commands_of_the_project_use_the_server(served: tuple[Path, ServerRecord]) -> None:
+    root, _ = served
+    assert "0002_seed.sql: 3 applied" in ok(root, "migrate")
+    assert strategies(ok(root, "refresh")) == ["created (new)"] * 4
+    ok(root, "sql", "UPDATE orders SET product_id = 13, status = 'shipped' WHERE id = 102")
+    assert ok(root, "status").count("shop.orders@2") == 4  # pending in each view
+    assert strategies(ok(root, "refresh")) == ["incremental"] * 4
+    assert strategies(ok(root, "refresh")) == ["unchanged"] * 4
+    assert ok(root, "verify").split() == [
+        "ok", "shop.order_lines", "ok", "shop.shipped_totals", "ok", "shop.revenue_by_country", "ok", "shop.categories_sold",
+    ]
+    assert "54.75" in ok(root, "sql", "SELECT revenue FROM revenue_by_country WHERE country = 'US'")
+    assert "MERGE INTO `shop`.`__ivm_shipped_totals`" in ok(root, "compile", "shipped_totals")
+    assert not (root / ".ivm" / "spark.log").exists()  # no command started a JVM of its own
+
+
+def test_a_log_read_through_spark_sql_says_what_the_files_say(served: tuple[Path, ServerRecord]) -> None:
+    """Over Spark Connect a table this machine cannot read has its log read through
+    DESCRIBE HISTORY (HistoryFolder); here both readers see the same local tables."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    _, record = served
+    spark = ConnectSession.builder.remote(record.url).getOrCreate()
+    try:
+        files, history = DeltaLog(spark), DeltaLog(spark)
+        for table in ("shop.orders", "shop.__ivm_revenue_by_country"):
+            history._folders[table] = HistoryFolder(spark, table)
+            latest = files.latest_version(table)
+            assert history.latest_version(table) == latest
+            assert history.table_id(table) == files.table_id(table) is not None
+            assert history.commits_between(table, -1, latest) == files.commits_between(table, -1, latest)
+            assert history.last_record(table) == files.last_record(table)
+        assert isinstance(files._log("shop.orders"), LocalFolder)  # the server is on this machine
+    finally:
+        spark.stop()
+
+
+def test_status_says_what_it_serves_and_since_when(served: tuple[Path, ServerRecord]) -> None:
+    root, record = served
+    assert record.host == "127.0.0.1"
+    assert ok(root, "server", "status").strip() == (
+        f"running: ivm server for {root} at sc://127.0.0.1:{record.port} (pid {record.pid}) "
+        f"since {record.since:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    again = ok(root, "server", "start")
+    assert again.startswith("already running") and f"(pid {record.pid})" in again
+
+
+def test_spark_remote_connects_to_an_endpoint(served: tuple[Path, ServerRecord], tmp_path: Path) -> None:
+    _, record = served
+    (tmp_path / "ivm.yaml").write_text(f"database: shop\nspark:\n  remote: {record.url}\n")
+    assert "6" in ok(tmp_path, "sql", "SELECT count(*) AS n FROM orders").split()
+    assert ok(tmp_path, "server", "status").strip() == f"{tmp_path} connects to {record.url} (spark.remote in ivm.yaml)"
+    assert not (tmp_path / ".ivm").exists()
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    (tmp_path / "ivm.yaml").write_text(f"spark:\n  remote: sc://127.0.0.1:{port}\n")
+    failed = ivm(tmp_path, "status", timeout=30)
+    assert failed.returncode == 1
+    assert f"no Spark Connect server answers at sc://127.0.0.1:{port}" in failed.stderr
+
+
+def test_a_server_that_does_not_answer_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    """A live process under the server's name, with no port open: starting or hung. The
+    record is removed only by `ivm server stop`, which ends the process."""
+    (tmp_path / "ivm.yaml").write_text("database: shop\n")
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)", SERVER_CLASS], start_new_session=True
+    )
+    try:
+        write_record(tmp_path, stand_in.pid, port=1)
+        status = ivm(tmp_path, "server", "status", timeout=30)
+        assert status.returncode == 1 and status.stdout.startswith("not answering:")
+        started = time.monotonic()
+        command = ivm(tmp_path, "sql", "SELECT 1", timeout=30)
+        assert command.returncode == 1 and time.monotonic() - started < 20
+        assert f"ivm server (pid {stand_in.pid}) does not answer at sc://127.0.0.1:1" in command.stderr
+        assert ok(tmp_path, "server", "stop").strip() == f"stopped the ivm server for {tmp_path} (pid {stand_in.pid})"
+        assert stand_in.wait(timeout=10) == -signal.SIGTERM
+        assert not record_path(tmp_path).exists()
+    finally:
+        stand_in.kill()
+
+
+def test_a_killed_server_is_reported_and_commands_fall_back(served: tuple[Path, ServerRecord]) -> None:
+    root, record = served
+    os.kill(record.pid, signal.SIGKILL)
+    gone = ivm(root, "server", "status", timeout=30)
+    assert gone.returncode == 1
+    assert gone.stdout.strip() == (
+        f"gone: the ivm server for {root} (pid {record.pid}, {record.url}) has ended; its record is removed"
+    )
+    assert not record_path(root).exists()
+
+    write_record(root, record.pid, record.port)  # as the kill left it, for a command to find
+    fallback = ivm(root, "sql", "SELECT revenue FROM revenue_by_country WHERE country = 'US'")
+    assert fallback.returncode == 0, fallback.stderr
+    assert f"ivm server (pid {record.pid}) is gone; running Spark in this command" in fallback.stderr
+    assert "54.75" in fallback.stdout  # the same catalog, opened by the command's own JVM
+    assert not record_path(root).exists()
+
+
+def write_record(root: Path, pid: int, port: int) -> None:
+    record = ServerRecord(pid, "127.0.0.1", port, str(root), "2026-01-01T00:00:00+00:00", str(root / ".ivm" / "server.log"))
+    record_path(root).parent.mkdir(parents=True, exist_ok=True)
+    record_path(root).write_text(json.dumps(asdict(record)))
