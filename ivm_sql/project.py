@@ -22,7 +22,7 @@ from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
 from ivm_sql.physical.cost import CostModel
-from ivm_sql.runtime import delta_log
+from ivm_sql.runtime import concurrent, delta_log
 from ivm_sql.runtime.refresh import Refresher, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
 from ivm_sql.sqlbuild import alias, ident, table, to_sql
@@ -161,7 +161,7 @@ class Project:
         ``now``: the time a filter on the current time is evaluated at (default: the clock's)."""
         self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
-        refresher = Refresher(self.spark, full=full, cost=self.cost_model, log=log, now=now)
+        refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now)
         return refresher.refresh(self.plans(views, log), on_view)
 
     def status(self) -> list[ViewStatus]:
