@@ -25,18 +25,18 @@ BY_COUNTRY = ViewSpec("by_country", "SELECT country, COUNT(*) AS n, SUM(qty) AS 
 SPECS = [LINES, BY_COUNTRY]
 
 
-def some_changes(changes: RandomChanges, rng: random.Random) -> list[str]:
-    """An insert holding a duplicate (rows with NULLs now and then), and an update or delete."""
-    table, make = rng.choice([("orders", changes.order), ("customers", changes.customer)])
-    rows = [make() for _ in range(rng.randint(1, 3))]
-    rows.append(rows[0])
-    other = rng.choice([changes.update_orders, changes.update_customers, changes.delete_some])()
-    return [f"INSERT INTO {table} VALUES {values_clause(rows)}", other]
+def some_change(changes: RandomChanges, rng: random.Random) -> str:
+    """An insert holding a duplicate (rows with NULLs now and then), or an update or delete."""
+    if rng.random() < 0.5:
+        table, make = rng.choice([("orders", changes.order), ("customers", changes.customer)])
+        rows = [make() for _ in range(rng.randint(1, 3))]
+        return f"INSERT INTO {table} VALUES {values_clause([*rows, rows[0]])}"
+    return rng.choice([changes.update_orders, changes.update_customers, changes.delete_some])()
 
 
 def refresh_pair(projects: tuple[Project, Project], late: list[str]) -> list[list[ViewReport]]:
     """Both projects refresh at once; the second runs ``late`` first, so it pins newer
-    versions than the first. Each thread's reports, or the error it raised."""
+    versions than the first. Each thread's reports; an error either raised is raised here."""
     start = threading.Barrier(2)
     results: list = [None, None]
 
@@ -74,13 +74,13 @@ def test_concurrent_refreshes_neither_lose_nor_double_a_change(spark, tmp_projec
     for pair in range(PAIRS):  # the first pair creates the views' tables
         started = time.perf_counter()
         if pair:
-            for statement in some_changes(changes, rng):
-                projects[0].sql(statement)
-        late = some_changes(changes, rng) if pair % 2 else []
+            projects[0].sql(some_change(changes, rng))
+        late = [some_change(changes, rng)] if pair % 2 else []
         for reports in refresh_pair(projects, late):
             seen.update(r.action for r in reports)
-        failures = compare_views(spark, projects[0].database, SPECS, f"after pair {pair}")
-        assert not failures, "\n\n".join(failures)
+        if pair % 5 == 4:  # a doubled or lost change stays in a view: comparing now and then finds it
+            failures = compare_views(spark, projects[0].database, SPECS, f"after pair {pair}")
+            assert not failures, "\n\n".join(failures)
         print(f"  pair {pair}: {time.perf_counter() - started:.1f}s", flush=True)
     print(f"  actions over {PAIRS} pairs: {dict(seen)}")
-    assert seen["incremental"] and seen["unchanged"]  # each pair had one doing work, or both
+    assert seen["incremental"] and seen["unchanged"]  # in some pairs one did the work, in some both
