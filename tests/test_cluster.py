@@ -126,11 +126,12 @@ def test_demo_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path) -> 
     assert strategies(ivm("refresh")) == dict.fromkeys(DEMO_VIEWS, "incremental")
     assert ivm("verify").split() == [word for view in DEMO_VIEWS for word in ("ok", f"shop.{view}")]
 
-    # Five commands, five applications, each with an executor on the worker, which fetched
-    # Delta's jar from the driver and ran tasks.
-    assert len(cluster.state()["completedapps"]) == 5
-    executors = sorted(cluster.work_dir.glob("app-*/*"))
-    assert len(executors) == 5
-    for executor in executors:
-        assert list(executor.glob("io.delta_delta-spark_*.jar")), f"no Delta jar in {executor}"
-    assert "Running task" in (executors[1] / "stderr").read_text(errors="replace")
+    # Five commands, five applications on the master, each with an executor on the worker
+    # that fetched Delta's jars from the driver; the refreshes' executors ran tasks.
+    state = cluster.state()
+    assert len(state["completedapps"]) + len(state["activeapps"]) == 5
+    apps = sorted(cluster.work_dir.glob("app-*"))
+    assert len(apps) == 5
+    for app in apps:
+        assert list(app.glob("*/io.delta_delta-spark_*.jar")), f"no Delta jar among the executor files of {app.name}"
+    assert "Running task" in "".join(log.read_text(errors="replace") for log in apps[1].glob("*/stderr"))
