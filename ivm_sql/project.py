@@ -22,8 +22,7 @@ from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
 from ivm_sql.physical.cost import CostModel
-from ivm_sql.runtime import delta_log
-from ivm_sql.runtime import lifecycle
+from ivm_sql.runtime import concurrent, delta_log, lifecycle
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
 from ivm_sql.sqlbuild import alias, ident, table, to_sql
@@ -172,7 +171,7 @@ class Project:
         ``on_stage(start)`` is called as each stage begins, ``on_view(report)`` as each view ends."""
         self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
-        refresher = Refresher(self.spark, full=full, cost=self.cost_model, log=log, now=now)
+        refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now)
         return refresher.refresh(self.plans(views, log), on_view, on_stage)
 
     def status(self) -> list[ViewStatus]:

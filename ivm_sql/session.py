@@ -1,9 +1,15 @@
 """Starting Spark with Delta Lake: a Java check, the settings ivm relies on, and a quiet start.
 
-With a ``local`` master Spark runs embedded in this process and keeps a persistent
-catalog (Derby metastore and warehouse) under ``<project>/.ivm/``, so tables made by
-one ``ivm`` command are there for the next. The JVM's console output goes to
-``<project>/.ivm/spark.log`` unless ``verbose`` is set.
+With a ``local`` master Spark runs embedded in this process. With any master it keeps a
+persistent catalog (Derby metastore and warehouse) under ``<project>/.ivm/``, so tables made
+by one ``ivm`` command are there for the next: the metastore lives in the driver, which is
+this process whatever the master, and the warehouse is a folder the executors write to, so
+on a cluster it must be a path they all reach (one machine, a shared filesystem, or an
+object store set by ``spark.sql.warehouse.dir`` in ivm.yaml's ``spark.conf``). A real
+cluster usually has its own Hive metastore: naming it in ``spark.conf``
+(``spark.hadoop.hive.metastore.uris``, or a ``javax.jdo`` connection URL) turns the
+``.ivm`` defaults off. The JVM's console output goes to ``<project>/.ivm/spark.log``
+unless ``verbose`` is set.
 
 Instead of starting a JVM, a command connects through Spark Connect when ``ivm.yaml`` names
 an endpoint (``spark.remote``) or the project's own server runs (``ivm server start``,
@@ -59,6 +65,9 @@ BASE_SETTINGS: dict[str, str] = {
 IVY_LOCK = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ivm-sql" / "ivy.lock"
 # Seconds to wait for a Spark Connect endpoint's port to accept a connection.
 CONNECT_TIMEOUT = 3.0
+# spark.conf keys that name a catalog outside the project: the .ivm metastore and warehouse
+# are then left to it.
+EXTERNAL_METASTORE = ("spark.hadoop.hive.metastore.uris", "spark.hadoop.javax.jdo.option.ConnectionURL")
 
 # pyspark logs every failed query with its whole Java stack to stderr through these.
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
@@ -111,7 +120,7 @@ def session_settings(config: Config, project_dir: Path) -> dict[str, str]:
     ``spark.driver.extraJavaOptions`` from ivm.yaml is added to ivm's rather than replacing them.
     """
     settings = dict(BASE_SETTINGS)
-    if config.is_embedded:
+    if _local_catalog(config):
         state = (project_dir / ".ivm").resolve()
         settings["spark.sql.warehouse.dir"] = str(state / "warehouse")
         settings["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
@@ -135,8 +144,10 @@ def start_settings(config: Config, project_dir: Path) -> dict[str, str]:
     # one is asked for the setting (pyspark is pinned, so its _options stays where it is).
     delta = configure_spark_with_delta_pip(SparkSession.Builder(), extra_packages=user_packages)
     settings["spark.jars.packages"] = delta._options["spark.jars.packages"]
-    if config.is_embedded:
-        settings["spark.sql.catalogImplementation"] = "hive"  # what enableHiveSupport() sets
+    # Hive's catalog for any master: without it the catalog is in memory and forgets every
+    # table when the command ends. Delta's jars are resolved by the driver, and each executor
+    # fetches them from the driver's file server when it starts.
+    settings["spark.sql.catalogImplementation"] = "hive"  # what enableHiveSupport() sets
     return settings
 
 
@@ -199,6 +210,12 @@ def is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def _local_catalog(config: Config) -> bool:
+    """Whether the catalog is the project's own Derby metastore under ``.ivm`` (any master),
+    rather than an external metastore named in ivm.yaml's spark.conf."""
+    return not any(key in config.spark.conf for key in EXTERNAL_METASTORE)
+
+
 def build_session(config: Config, project_dir: Path, verbose: bool = False) -> SparkSession:
     """Start (or reuse) the Spark session for a project.
 
@@ -249,7 +266,7 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
     if not verbose:
         for name in QUERY_CONTEXT_LOGGERS:
             PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-    if config.is_embedded:
+    if _local_catalog(config):
         _open_catalog(spark, log_path, log_start)
     return spark
 

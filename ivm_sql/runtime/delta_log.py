@@ -24,6 +24,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
 from ivm_sql.errors import IvmError, RefreshError
+from ivm_sql.runtime import concurrent
 from ivm_sql.session import is_connect
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, table as table_node, to_sql
 
@@ -55,7 +56,9 @@ class Commit:
     @property
     def changes_rows(self) -> bool:
         """False for a commit that cannot change any row (compaction, properties, ivm's
-        record-only commits); True when it may."""
+        record-only commits: a WRITE of no row that removed no file); True when it may."""
+        if self.operation == "WRITE" and self.metrics.get("numOutputRows") == "0":
+            return int(self.metrics.get("numRemovedFiles") or 0) > 0
         return self.operation not in NO_ROW_CHANGES
 
     @property
@@ -344,12 +347,18 @@ class DeltaLog:
 
     def last_record(self, table: str, look_back: int = 50) -> tuple[int, dict]:
         """The table's latest version and the newest ivm record in its history ({} if none)."""
+        latest, _, record = self.recorded(table, look_back)
+        return latest, record
+
+    def recorded(self, table: str, look_back: int = 50) -> tuple[int, int | None, dict]:
+        """The table's latest version, the version of the commit holding its newest ivm
+        record (None if none) and that record ({} if none)."""
         latest = self.latest_version(table)
         for version in range(latest, max(-1, latest - look_back), -1):
             record = self.commit(table, version).record
             if record is not None:
-                return latest, record
-        return latest, {}
+                return latest, version, record
+        return latest, None, {}
 
 
 def _parse_record(text: str | None) -> dict | None:
@@ -363,13 +372,20 @@ def _parse_record(text: str | None) -> dict | None:
 
 
 @contextmanager
-def commit_record(spark, record: dict) -> Iterator[None]:
-    """Every Delta commit made inside carries ``record`` as its userMetadata."""
-    spark.conf.set(USER_METADATA, json.dumps({"ivm": 1, **record}, sort_keys=True))
+def commit_record(spark, record: dict, txn_version: int | None = None) -> Iterator[None]:
+    """Every Delta commit made inside carries ``record`` as its userMetadata and, given
+    ``txn_version``, lands only if it is the first ivm commit since the record it follows
+    (``runtime.concurrent``)."""
+    settings = {USER_METADATA: json.dumps({"ivm": 1, **record}, sort_keys=True)}
+    if txn_version is not None:
+        settings.update({concurrent.TXN_APP_ID: concurrent.APP_ID, concurrent.TXN_VERSION: str(txn_version)})
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.unset(USER_METADATA)
+        for key in settings:
+            spark.conf.unset(key)
 
 
 def require_change_feed(spark, table: str) -> None:
@@ -395,5 +411,7 @@ def set_properties(spark, table: str, properties: dict[str, str]) -> None:
 
 
 def record_only(spark, table: str) -> None:
-    """A commit that changes no row, to carry a new record."""
-    set_properties(spark, table, {"ivm.recorded": "true"})
+    """A commit that changes no row, to carry a new record: an INSERT of no row, which, unlike
+    ALTER TABLE, Delta makes conditional on the txn version (``runtime.concurrent``)."""
+    nothing = exp.select(exp.Star()).from_(table_node(table)).where(exp.false())
+    spark.sql(_sql(exp.Insert(this=table_node(table), expression=nothing)))

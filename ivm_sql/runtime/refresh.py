@@ -7,10 +7,14 @@ with the reason shown, when it is new, its definition changed, the user asked (-
 compares with the current time, a table it reads was recomputed, a source's history holds
 a change the change data feed does not describe (a REPLACE, RESTORE or schema change), or
 the cost model (``physical.cost``) finds recomputing cheaper than applying the change.
+
+Each stage's commit lands only if no other refresh committed to the table since the record
+it read; when another did, the stage is looked at again (``runtime.concurrent``).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +38,7 @@ from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
 from ivm_sql.incremental import extremes
-from ivm_sql.runtime import delta_log, fixpoint, history
+from ivm_sql.runtime import concurrent, delta_log, fixpoint, history
 from ivm_sql.runtime.extremes import settled as settled_extremes
 from ivm_sql.sqlbuild import lit, table_at, to_sql
 
@@ -103,6 +107,7 @@ class Refresher:
         self.recomputed: set[str] = set()
         self.feeds_on: set[str] = set()  # base tables whose change data feed this refresh checked
         self.reshaped: set[str] = set()  # tables recomputed for a reason that may change their columns
+        self.ahead: set[str] = set()  # ivm tables a refresh that pinned newer versions got to first
         self.log = log if log is not None else delta_log.DeltaLog(spark)
         self.changes = SourceChanges(spark)
 
@@ -140,26 +145,51 @@ class Refresher:
             action, reason = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
             if action != "unchanged" and (report.action == "unchanged" or (report.action == "incremental" and not report.reason)):
                 report.action, report.reason = action, reason
-        if any(stage.table in self.reshaped for stage in plan.stages) or not self.log.in_catalog(plan.name):
-            self._run(lambda: self.spark.sql(to_sql(plan.user_view(), pretty=False)), plan.name)
+        if plan.table not in self.ahead and (
+                any(stage.table in self.reshaped for stage in plan.stages) or not self.log.in_catalog(plan.name)):
+            self._create_user_view(plan)
         report.versions = dict(self.base_of[plan.table])
         if plan.table in self.now_of:
             report.now = moment(self.now_of[plan.table])
         report.seconds = time.perf_counter() - started
         return report
 
+    def _create_user_view(self, plan: ViewPlan) -> None:
+        """CREATE OR REPLACE VIEW; once more if another refresh created it at the same moment."""
+        statement = to_sql(plan.user_view(), pretty=False)
+        try:
+            self._run(lambda: self.spark.sql(statement), plan.name)
+        except concurrent.Overtaken:
+            self._run(lambda: self.spark.sql(statement), plan.name)
+
     def refresh_stage(self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]) -> tuple[str, str]:
+        """Bring one stage up to date; looked at again while other refreshes commit to its
+        table first (``runtime.concurrent``)."""
+        rows_in = report.rows_in
+        for _ in range(concurrent.ATTEMPTS):
+            try:
+                return self._refresh_stage(stage, fingerprint, report, own_tables)
+            except concurrent.Overtaken:
+                report.rows_in = rows_in
+        raise RefreshError(
+            f"{stage.table}: other refreshes of the same views committed to it first {concurrent.ATTEMPTS} times in a row",
+            hint="run ivm refresh again when they are done",
+        )
+
+    def _refresh_stage(self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]) -> tuple[str, str]:
         exists = self._run(lambda: self.log.exists(stage.table), stage.table)
-        latest, record = self.log.last_record(stage.table) if exists else (None, {})
+        latest, record_version, record = self.log.recorded(stage.table) if exists else (None, None, {})
         recorded: dict[str, int] = record.get("sources", {})
+        if self._ahead(stage, record):
+            self.ahead.add(stage.table)
+            self._adopt(stage.table, latest, record)
+            return "unchanged", ""
         reason = self._recompute_reason(stage, fingerprint, exists, record)
         if reason is None:
             reason = self._identity_reason(stage, record)
         clock_moved = stage.reads_clock and record.get("now") != self.now
         if reason is None and not clock_moved and all(recorded[t] == self.current[t] for t in stage.sources):
-            self.current[stage.table] = latest
-            self.base_of[stage.table] = record.get("base", {})
-            self._keep_time(stage.table, record.get("now"))
+            self._adopt(stage.table, latest, record)
             return "unchanged", ""
         if reason is None:
             reason = history.log_gap(self.log, {t: (recorded[t], self.current[t]) for t in stage.sources})
@@ -185,7 +215,9 @@ class Refresher:
             new_record["now"] = now
         before = latest if exists else -1
         loaded = None  # rows a recompute wrote: a property change may follow it as the last commit
-        with delta_log.commit_record(self.spark, new_record):
+        # The compare-and-swap: this commit's txn version is one above the record's commit.
+        txn_version = (record_version if record_version is not None else before) + 1
+        with delta_log.commit_record(self.spark, new_record, txn_version):
             if reason is not None:
                 self._recompute(stage, exists, fingerprint)
             else:
@@ -198,7 +230,7 @@ class Refresher:
                 # The change consolidated to nothing and Delta committed nothing: record the
                 # new versions anyway, or every later refresh would read them again.
                 self._run(lambda: delta_log.record_only(self.spark, stage.table), stage.table)
-        last = self.log.commit(stage.table, self.log.latest_version(stage.table))
+        last = self._landed(stage.table, before, new_record)
         self.current[stage.table] = last.version
         self.base_of[stage.table] = base
         self._keep_time(stage.table, now)
@@ -233,6 +265,35 @@ class Refresher:
         if properties:
             self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
 
+    def _ahead(self, stage: Stage, record: dict) -> bool:
+        """Whether a refresh that pinned newer versions committed to the stage (its record is
+        past this refresh's pins, for the same tables) or below it first. That refresh brings
+        this stage and every stage above it further than this one can, so they are its."""
+        recorded, ids = record.get("sources", {}), record.get("ids", {})
+        return any(
+            t in self.ahead or (recorded.get(t, -1) > self.current[t] and ids.get(t) == self.log.table_id(t))
+            for t in stage.sources
+        )
+
+    def _adopt(self, table: str, version: int, record: dict) -> None:
+        """Take a stage table as it stands at ``version``, with the versions ``record`` says."""
+        self.current[table] = version
+        self.base_of[table] = record.get("base", {})
+        self._keep_time(table, record.get("now"))
+
+    def _landed(self, table: str, before: int, record: dict) -> delta_log.Commit:
+        """The newest commit since ``before`` holding ``record``, this refresh's. Overtaken
+        when another refresh's record is newer: Delta skipped this one's write (or will
+        refuse what it builds on), as the txn version said."""
+        wanted = {"ivm": 1, **record}
+        for version in range(self.log.latest_version(table), before, -1):
+            commit = self.log.commit(table, version)
+            if commit.record is not None:
+                if json.loads(json.dumps(wanted)) != commit.record:
+                    raise concurrent.Overtaken(table)
+                return commit
+        raise concurrent.Overtaken(table)
+
     def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, small_change: bool) -> None:
         """One MERGE of the stage's change (``change_query``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
@@ -250,7 +311,7 @@ class Refresher:
         except (PySparkException, Py4JJavaError) as error:
             if history.is_missing_file(error):
                 raise history.HistoryGone() from None
-            raise RefreshError(f"{stage.table}: {first_line(error)}") from None
+            raise self._error(stage.table, error) from None
 
     def _pins(self, stage: Stage, recorded: dict[str, int]) -> Pins:
         """The versions each source is read at. A source whose commits since the recorded
@@ -396,4 +457,11 @@ class Refresher:
         try:
             return action()
         except (PySparkException, Py4JJavaError) as error:
-            raise RefreshError(f"{table}: {first_line(error)}") from None
+            raise self._error(table, error) from None
+
+    @staticmethod
+    def _error(table: str, error: PySparkException | Py4JJavaError) -> Exception:
+        """Overtaken when a concurrent commit won, else the error as one message."""
+        if concurrent.is_conflict(error):
+            return concurrent.Overtaken(table)
+        return RefreshError(f"{table}: {first_line(error)}")
