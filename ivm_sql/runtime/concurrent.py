@@ -64,7 +64,15 @@ def own_session(spark):
     temporary views, so two refreshes in two threads do not write each other's commit record
     or txn version (both are session settings) or read each other's change views. A Spark
     Connect session has no ``newSession``; each client has a session of its own there."""
-    return spark.newSession() if hasattr(spark, "_jsparkSession") else spark
+    if not hasattr(spark, "_jsparkSession"):
+        return spark
+    session = spark.newSession()
+    # A new session starts from the startup settings: carry over what was set on this one
+    # since (spark.conf.set), such as a recursion limit, as a refresh in it would have seen.
+    for key, value in spark.conf.getAll.items():
+        if spark.conf.isModifiable(key) and session.conf.get(key, None) != value:
+            session.conf.set(key, value)
+    return session
 
 
 def is_conflict(error: PySparkException | Py4JJavaError) -> bool:

@@ -159,6 +159,9 @@ class HistoryFolder:
             self._commits[row.version] = {
                 "operation": row.operation, "operationMetrics": dict(row.operationMetrics or {}),
                 "userMetadata": row.userMetadata,
+                # Delta's history time (the commit file's, made monotonic): within moments of
+                # the commitInfo time a file read gives; only retention hours are built on it
+                "timestamp": int(row.timestamp.timestamp() * 1000),
             }
         return sorted(self._commits)
 
