@@ -73,7 +73,7 @@ class SparkCatalog:
         return list(self._versioned[key])
 
     def is_table(self, name: str) -> bool:
-        return self.log.in_catalog(name) and self.spark.catalog.getTable(name).tableType != "VIEW"
+        return self.log.is_table(name)
 
     def _read_columns(self, table: str) -> Schema:
         return [(f.name.lower(), f.dataType.simpleString()) for f in self.spark.table(table).schema.fields]

@@ -52,7 +52,9 @@ def opened(ctx: typer.Context, as_json: bool = False) -> Iterator[Project]:
     """The project, with every failure turned into one clear message and exit code 1 (130
     when interrupted). With ``as_json``, the failure is also a JSON document on stdout."""
     try:
-        yield Project.open(ctx.obj["path"], verbose=ctx.obj["verbose"])
+        project = Project.open(ctx.obj["path"], verbose=ctx.obj["verbose"])
+        yield project
+        project.save_analysis()  # only after a command that succeeded: a failed one changes nothing
     except typer.Exit:  # a command's own exit code (a verify mismatch, a refusal)
         raise
     except IvmError as error:
@@ -192,7 +194,7 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
 
     Orphaned state: ivm's tables that no view keeps any more (its file was removed)."""
     with opened(ctx, as_json) as project:
-        statuses, orphaned = project.status(), project.orphaned()
+        statuses, orphaned = project.overview()
         if as_json:
             typer.echo(report_json.dumps(report_json.status_document(statuses, orphaned)))
             return

@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 from sqlglot import exp
 
 from ivm_sql import migrate as migrations
+from ivm_sql.analysis_cache import FILE as ANALYSIS_FILE, AnalysisCache, spark_identity
 from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler import ViewPlan, compile_views, render
 from ivm_sql.config import Config, load_config
@@ -61,15 +62,30 @@ class QueryResult:
     rows: list[tuple]
 
 
+def _stored_rows(log: delta_log.DeltaLog, plan: ViewPlan) -> int | None:
+    """The view's row count from its table's file statistics, when they give it exactly: the
+    view reads every row of its table (no filter), each once (no weight above 1)."""
+    output = plan.output
+    if output.where is not None:
+        return None
+    if isinstance(output.weight, exp.Literal):
+        return log.row_count(output.table, log.latest_version(output.table))
+    if isinstance(output.weight, exp.Column):
+        return log.row_count(output.table, log.latest_version(output.table), once=output.weight.name)
+    return None
+
+
 class Project:
     def __init__(self, root: Path, config: Config, spark=None, verbose: bool = False):
         self.root = root
         self.config = config
         self.verbose = verbose
         self._spark = spark
-        self._schemas: dict = {}  # query schemas analyzed by Spark, kept across compiles
+        # query schemas analyzed by Spark and (table, Delta id, version) -> its columns, kept
+        # across compiles, and across commands in .ivm when ivm builds the session itself
+        own_spark = spark is None and config.spark.remote is None
+        self._analysis = AnalysisCache(root / ".ivm" / ANALYSIS_FILE if own_spark else None, spark_identity(dict(config.spark.conf)))
         self._plans: dict = {}  # view name -> (what its plan depends on, plan), kept across compiles
-        self._columns: dict = {}  # (table, Delta id, version) -> its columns, kept across compiles
         self._locations: dict[str, str] = {}  # ivm's tables -> their folders, kept across refreshes
 
     @classmethod
@@ -103,6 +119,11 @@ class Project:
         self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {to_sql(ident(self.database))}")
         self.spark.sql(f"USE {to_sql(ident(self.database))}")
 
+    def save_analysis(self) -> None:
+        """Keep what Spark's analysis answered in ``.ivm`` for the next command (when ivm
+        built the session itself: see ``analysis_cache``)."""
+        self._analysis.save()
+
     # views -----------------------------------------------------------------------------------
 
     def views(self) -> list[ViewDef]:
@@ -117,7 +138,7 @@ class Project:
         """Plans in dependency order: the named views and every view they read (all if None)."""
         views = self.views()  # first: a mistake in a views file is reported without starting Spark
         self._use_database()
-        catalog = SparkCatalog(self.spark, log if log is not None else self.delta_log(), self._schemas, self._columns)
+        catalog = SparkCatalog(self.spark, log if log is not None else self.delta_log(), self._analysis.schemas, self._analysis.columns)
         plans = compile_views(views, catalog, self.database, self._plans)
         if names is None:
             return plans
@@ -175,14 +196,27 @@ class Project:
         return refresher.refresh(self.plans(views, log), on_view, on_stage)
 
     def status(self) -> list[ViewStatus]:
+        """Per view: the source versions it reflects, the newer ones, its row count."""
         self.views()  # a mistake in a views file is reported before Spark starts
-        result = []
+        log = self.delta_log()
+        return self._status(self.plans(log=log), log)
+
+    def overview(self) -> tuple[list[ViewStatus], list[lifecycle.ViewState]]:
+        """``status()`` and ``orphaned()`` together, from one compile and one listing."""
+        self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
         plans = self.plans(log=log)
-        # existence from the catalog listing the plans already read, and every row count in
-        # one statement: over Spark Connect each call is a round trip to the server
+        return self._status(plans, log), lifecycle.orphaned(self.spark, log, self.database, plans)
+
+    def _status(self, plans: list[ViewPlan], log: delta_log.DeltaLog) -> list[ViewStatus]:
+        result = []
+        # existence from the catalog listing the plans already read; row counts from Delta's
+        # checksum files where they are exact, the others in one statement: over Spark
+        # Connect each statement is a round trip to the server
         refreshed = [p for p in plans if log.exists(p.table)]
-        rows = dict(zip((p.name for p in refreshed), self._row_counts([p.name for p in refreshed])))
+        rows = {p.name: _stored_rows(log, p) for p in refreshed}
+        counted = [name for name, count in rows.items() if count is None]
+        rows.update(zip(counted, self._row_counts(counted)))
         for plan in plans:
             if plan.name not in rows:
                 result.append(ViewStatus(plan.name, False, {}, {}, None))
@@ -216,11 +250,13 @@ class Project:
     def orphaned(self) -> list[lifecycle.ViewState]:
         """ivm's tables that no view of the project keeps any more (its file was removed, or
         its definition lost a stage), grouped by the view they belonged to."""
-        return lifecycle.orphaned(self.spark, self.database, self.plans())
+        log = self.delta_log()
+        return lifecycle.orphaned(self.spark, log, self.database, self.plans(log=log))
 
     def state_of(self, view: str) -> lifecycle.ViewState:
         """The orphaned state of one view, to drop; refuses a view the project still defines."""
-        plans = self.plans()
+        log = self.delta_log()
+        plans = self.plans(log=log)
         name = f"{self.database}.{view.lower()}"
         defined = next((p for p in plans if p.name == name), None)
         if defined is not None:
@@ -228,7 +264,7 @@ class Project:
                 f"view {view} is still defined ({defined.view.location}); dropping its state would only make the next refresh rebuild it",
                 hint=f"remove its CREATE VIEW first, or rebuild it with ivm refresh --full {view}",
             )
-        states = lifecycle.orphaned(self.spark, self.database, plans)
+        states = lifecycle.orphaned(self.spark, log, self.database, plans)
         found = next((s for s in states if s.view == name), None)
         if found is None:
             orphans = ", ".join(s.view.rpartition(".")[2] for s in states if not s.defined) or "none"

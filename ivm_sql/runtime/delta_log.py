@@ -73,6 +73,12 @@ def _sql(statement: exp.Expression) -> str:
     return to_sql(statement, pretty=False)
 
 
+def _information(text: str, field: str) -> str | None:
+    """One field of a ``SHOW TABLE EXTENDED`` row's information (``Field: value`` lines)."""
+    prefix = f"{field}: "
+    return next((line[len(prefix):] for line in text.splitlines() if line.startswith(prefix)), None)
+
+
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
 
 
@@ -207,6 +213,7 @@ class DeltaLog:
         self._locations = locations if locations is not None else {}
         self._names: dict[str, set[str]] = {}  # database -> its tables and views, listed once
         self._listed: dict[str, str | None] = {}  # over Spark Connect: db.table -> its folder (None: a view)
+        self._types: dict[str, str | None] = {}  # over Spark Connect: db.table -> VIEW, MANAGED or EXTERNAL
         self._folders: dict[str, Folder] = {}  # table -> its _delta_log
         self._ids: dict[str, str | None] = {}
         self._commits: dict[tuple[str, int], Commit] = {}  # a commit file never changes
@@ -252,9 +259,9 @@ class DeltaLog:
         for row in self.spark.sql(f"SHOW TABLE EXTENDED IN {quoted} LIKE '*'").collect():
             if not row.isTemporary:
                 names.add(row.tableName.lower())
-                self._listed[f"{database}.{row.tableName}".lower()] = next(
-                    (line[len("Location: "):] for line in row.information.splitlines() if line.startswith("Location: ")), None
-                )
+                name = f"{database}.{row.tableName}".lower()
+                self._listed[name] = _information(row.information, "Location")
+                self._types[name] = _information(row.information, "Type")
         return names
 
     def in_catalog(self, name: str) -> bool:
@@ -262,11 +269,23 @@ class DeltaLog:
         instead of one lookup per table; a name missing from that listing is looked up, as
         it may have been created since."""
         database, _, short = name.rpartition(".")
-        if database not in self._names:
-            self._names[database] = self._listing(database)
-        if short.lower() in self._names[database]:
+        if short.lower() in self.tables_in(database):
             return True
         return bool(self.spark.catalog.tableExists(name))
+
+    def tables_in(self, database: str) -> set[str]:
+        """The names (lower case, unqualified) of the tables and views of ``database``."""
+        if database not in self._names:
+            self._names[database] = self._listing(database)
+        return self._names[database]
+
+    def is_table(self, name: str) -> bool:
+        """Whether ``db.name`` is a table of the catalog, not a view; over Spark Connect
+        the listing's type says so without another round trip."""
+        if not self.in_catalog(name):
+            return False
+        kind = self._types.get(name.lower()) or self.spark.catalog.getTable(name).tableType
+        return kind != "VIEW"
 
     def exists(self, table: str) -> bool:
         """Whether the catalog knows the table; a table ivm made and then lost (dropped by
@@ -325,6 +344,32 @@ class DeltaLog:
             size = checksum.get("tableSizeBytes")
             self._sizes[(table, version)] = size if isinstance(size, int) else None
         return self._sizes[(table, version)]
+
+    def row_count(self, table: str, version: int, once: str | None = None) -> int | None:
+        """The table's rows at a version, from the file list in the checksum file Delta writes
+        beside each commit (a file's ``numRecords`` less the rows its deletion vector
+        removed). With ``once``, a column every row must hold 1 in (as its statistics show:
+        minimum and maximum 1, no NULL), else the count is not certain. None when the
+        checksum file, its file list or a file's statistics are missing."""
+        folder, name = self._log(table), f"{version:020d}.crc"
+        try:
+            files = json.loads(folder.read(name)).get("allFiles") if folder.exists(name) else None
+            if not isinstance(files, list):
+                return None
+            count = 0
+            for file in files:
+                stats = json.loads(file.get("stats") or "{}")
+                if "numRecords" not in stats:
+                    return None
+                if once is not None and not (
+                    stats.get("minValues", {}).get(once) == 1 == stats.get("maxValues", {}).get(once)
+                    and stats.get("nullCount", {}).get(once) == 0
+                ):
+                    return None
+                count += stats["numRecords"] - (file.get("deletionVector") or {}).get("cardinality", 0)
+            return count
+        except (ValueError, TypeError, AttributeError):
+            return None
 
     def _actions(self, table: str, version: int) -> dict:
         """The actions of one commit file, by kind (commitInfo, metaData, ...)."""

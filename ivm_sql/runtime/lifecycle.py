@@ -57,16 +57,16 @@ def is_ivm_table(spark, name: str) -> bool:
     return details is not None and details.format == "delta" and PLAN_PROPERTY in (details.properties or {})
 
 
-def orphaned(spark, database: str, plans: list[ViewPlan]) -> list[ViewState]:
+def orphaned(spark, log, database: str, plans: list[ViewPlan]) -> list[ViewState]:
     """ivm's tables in ``database`` that no stage of ``plans`` (all the project's views) keeps,
-    grouped by the view they belonged to."""
+    grouped by the view they belonged to. ``log`` (a ``DeltaLog``) lists the database."""
     owned = {stage.table for plan in plans for stage in plan.stages}
     defined = {plan.name for plan in plans}
     candidates = [
-        f"{database}.{t.name}" for t in spark.catalog.listTables(database)
-        if not t.isTemporary and t.tableType != "VIEW" and t.name.lower().startswith(STATE_PREFIX)
+        f"{database}.{name}" for name in sorted(log.tables_in(database))
+        if name.startswith(STATE_PREFIX) and f"{database}.{name}" not in owned
     ]
-    tables = [t for t in candidates if t not in owned and is_ivm_table(spark, t)]
+    tables = [t for t in candidates if log.is_table(t) and is_ivm_table(spark, t)]
     groups: dict[str, list[str]] = {}
     for name in tables:
         groups.setdefault(_owner(name, owned | set(tables)), []).append(name)
