@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from ivm_sql.config import Config
 from ivm_sql.errors import ConfigError, Location, MigrationError
+from ivm_sql.sqlbuild import use_database
 from ivm_sql.sqlfiles import Statement, read_sql, split_statements
 
 LEDGER_TABLE = "ivm_migrations"
@@ -85,8 +86,7 @@ def migrate(spark: SparkSession, config: Config, project_dir: Path) -> list[File
     ]
     db = quote(config.database)
     ledger = f"{db}.{LEDGER_TABLE}"
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
-    spark.sql(f"USE {db}")
+    use_database(spark, config.database)
     spark.sql(
         f"CREATE TABLE IF NOT EXISTS {ledger} (version INT, name STRING, statement INT, "
         "checksum STRING, applied_at TIMESTAMP) USING DELTA"

@@ -26,7 +26,7 @@ from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import concurrent, delta_log, lifecycle
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
-from ivm_sql.sqlbuild import alias, ident, table, to_sql
+from ivm_sql.sqlbuild import alias, table, to_sql, use_database
 from ivm_sql.viewdefs import ViewDef, load_views
 
 CONFIG_FILE = "ivm.yaml"
@@ -116,8 +116,7 @@ class Project:
         return CostModel.from_settings(self.config.refresh)
 
     def _use_database(self) -> None:
-        self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {to_sql(ident(self.database))}")
-        self.spark.sql(f"USE {to_sql(ident(self.database))}")
+        use_database(self.spark, self.database)
 
     def save_analysis(self) -> None:
         """Keep what Spark's analysis answered in ``.ivm`` for the next command (when ivm

@@ -37,6 +37,18 @@ def table_at(name: str, version: exp.Expression | None) -> exp.Table:
     return node
 
 
+def describe(what: str, name: str) -> str:
+    """``DESCRIBE <what> name`` (HISTORY, DETAIL, TABLE EXTENDED) of Delta and Spark SQL."""
+    return to_sql(exp.Describe(this=table(name), style=what), pretty=False)
+
+
+def use_database(spark, name: str) -> None:
+    """CREATE SCHEMA IF NOT EXISTS, then USE it."""
+    database = exp.Table(this=ident(name))
+    spark.sql(to_sql(exp.Create(this=database, kind="SCHEMA", exists=True), pretty=False))
+    spark.sql(to_sql(exp.Use(this=database.copy()), pretty=False))
+
+
 def alias(expression: exp.Expression, name: str) -> exp.Alias:
     return exp.alias_(expression, ident(name))
 

@@ -32,8 +32,12 @@ class Change:
 
 
 @contextmanager
-def materialized(spark, change: exp.Query) -> Iterator[Change]:
-    """Compute ``change`` once; inside the block it is a temporary view read from memory."""
+def materialized(spark, change: exp.Query, rows: int | None = None) -> Iterator[Change]:
+    """Compute ``change`` once; inside the block it is a temporary view read from memory.
+    ``rows``: its row count, when it already reads from memory only (then it is as it is)."""
+    if rows is not None:
+        yield Change(change, rows)
+        return
     frame = spark.sql(to_sql(change, pretty=False)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         rows = frame.count()  # computes and caches it in one job

@@ -26,7 +26,7 @@ from pyspark.errors import PySparkException
 from ivm_sql.errors import IvmError, RefreshError
 from ivm_sql.runtime import concurrent
 from ivm_sql.session import is_connect
-from ivm_sql.sqlbuild import INTERNAL_PREFIX, table as table_node, to_sql
+from ivm_sql.sqlbuild import INTERNAL_PREFIX, describe, table as table_node, to_sql
 
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -138,7 +138,7 @@ class HistoryFolder:
 
     def __init__(self, spark, table: str):
         self.spark = spark
-        self.table = _sql(table_node(table))
+        self.table = table
         self._commits: dict[int, dict] = {}
 
     def exists(self, name: str | None = None) -> bool:
@@ -161,7 +161,7 @@ class HistoryFolder:
 
     def _versions(self) -> list[int]:
         """Every version in the history, read anew (the table may have moved on)."""
-        for row in self.spark.sql(f"DESCRIBE HISTORY {self.table}").collect():
+        for row in self.spark.sql(describe("HISTORY", self.table)).collect():
             self._commits[row.version] = {
                 "operation": row.operation, "operationMetrics": dict(row.operationMetrics or {}),
                 "userMetadata": row.userMetadata,
@@ -172,7 +172,7 @@ class HistoryFolder:
         return sorted(self._commits)
 
     def _detail(self):
-        return self.spark.sql(f"DESCRIBE DETAIL {self.table}").select("format", "id").collect()[0]
+        return self.spark.sql(describe("DETAIL", self.table)).select("format", "id").collect()[0]
 
     @staticmethod
     def _parse(name: str) -> tuple[int, str]:
@@ -438,16 +438,14 @@ def commit_record(spark, record: dict, txn_version: int | None = None) -> Iterat
 
 def require_change_feed(spark, table: str) -> None:
     """Refuse a source that is not a Delta table; turn its change data feed on if it is off."""
-    details = spark.sql(f"DESCRIBE DETAIL {_sql(table_node(table))}").select("format", "properties").collect()[0]
+    details = spark.sql(describe("DETAIL", table)).select("format", "properties").collect()[0]
     if details.format != "delta":
         raise RefreshError(
             f"{table} is a {details.format} table; ivm reads changes from Delta's change data feed",
             hint=f"convert it: CONVERT TO DELTA {table}, or recreate it USING DELTA in a migration",
         )
     if (details.properties or {}).get("delta.enableChangeDataFeed", "false").lower() != "true":
-        spark.sql(
-            f"ALTER TABLE {_sql(table_node(table))} SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')"
-        )
+        set_properties(spark, table, {"delta.enableChangeDataFeed": "true"})
 
 
 def set_properties(spark, table: str, properties: dict[str, str]) -> None:

@@ -25,10 +25,12 @@ FLAGGED_VIEW = "__ivm_extremes_change"
 
 @dataclass(frozen=True)
 class Settled:
-    """The change to merge, and how many groups it rescanned."""
+    """The change to merge, how many groups it rescanned, and its row count when it is
+    already in memory (None: the rescan's query is still to be computed)."""
 
     query: exp.Query
     rescanned: int
+    rows: int | None
 
 
 @contextmanager
@@ -38,12 +40,13 @@ def settled(spark, node: Aggregate, change: exp.Query, pins: Pins) -> Iterator[S
     frame = spark.sql(to_sql(change, pretty=False)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         frame.createOrReplaceTempView(FLAGGED_VIEW)
-        lost = frame.where(to_sql(col(extremes.LOST), pretty=False)).count()  # computes and caches it
+        totals = exp.select(exp.Count(this=exp.Star()), exp.func("count_if", col(extremes.LOST))).from_(table(FLAGGED_VIEW))
+        rows, lost = spark.sql(to_sql(totals, pretty=False)).first()  # one job computes, caches and counts it
         if lost:
             contents = snapshot(node.input, pins, "new")
-            yield Settled(extremes.rescanned(node, FLAGGED_VIEW, aggregate.change_columns(node), contents), lost)
+            yield Settled(extremes.rescanned(node, FLAGGED_VIEW, aggregate.change_columns(node), contents), lost, None)
         else:
-            yield Settled(exp.select(exp.Star()).from_(table(FLAGGED_VIEW)), 0)
+            yield Settled(exp.select(exp.Star()).from_(table(FLAGGED_VIEW)), 0, rows)
     finally:
         spark.catalog.dropTempView(FLAGGED_VIEW)
         frame.unpersist()

@@ -25,7 +25,7 @@ from ivm_sql.compiler import ViewPlan
 from ivm_sql.errors import IvmError
 from ivm_sql.physical import execution
 from ivm_sql.runtime.delta_log import DeltaLog
-from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, table, to_sql
+from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, describe, table, to_sql
 
 STATE_PREFIX = f"{INTERNAL_PREFIX}_"
 PLAN_PROPERTY = "ivm.plan"
@@ -53,7 +53,7 @@ def _sql(statement: exp.Expression) -> str:
 
 def is_ivm_table(spark, name: str) -> bool:
     """A Delta table ivm created: it carries the plan fingerprint ivm writes at creation."""
-    details = spark.sql(f"DESCRIBE DETAIL {_sql(table(name))}").select("format", "properties").first()
+    details = spark.sql(describe("DETAIL", name)).select("format", "properties").first()
     return details is not None and details.format == "delta" and PLAN_PROPERTY in (details.properties or {})
 
 
@@ -91,7 +91,7 @@ def _user_view(spark, view: str, tables: list[str]) -> str | None:
     """``view`` if it is a Spark view that reads only ``tables``: the one ivm created over them."""
     if not spark.catalog.tableExists(view) or spark.catalog.getTable(view).tableType != "VIEW":
         return None
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {_sql(table(view))}").collect()
+    rows = spark.sql(describe("TABLE EXTENDED", view)).collect()
     text = next((r.data_type for r in rows if r.col_name == "View Text"), "")
     try:
         read = {f"{t.db}.{t.name}".lower() for t in sqlglot.parse_one(text, read=DIALECT).find_all(exp.Table)}

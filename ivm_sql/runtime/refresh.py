@@ -305,7 +305,7 @@ class Refresher:
         small = small_change and self._is_small(change, also=[(stage.table, own_version)])
         try:
             with execution.for_small_data(self.spark, enabled=small), self._solved(stage, change) as change, \
-                    self._settled(stage, change) as change, materialized(self.spark, change) as staged:
+                    self._settled(stage, change) as (change, rows), materialized(self.spark, change, rows) as staged:
                 if staged.rows:
                     self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
         except (PySparkException, Py4JJavaError) as error:
@@ -358,14 +358,15 @@ class Refresher:
             yield solution.query if solution.query is not None else query
 
     @contextmanager
-    def _settled(self, stage: Stage, change: exp.Query) -> Iterator[exp.Query]:
-        """For an aggregate with MIN or MAX, its change with lost extremes rescanned."""
+    def _settled(self, stage: Stage, change: exp.Query) -> Iterator[tuple[exp.Query, int | None]]:
+        """For an aggregate with MIN or MAX, its change with lost extremes rescanned, and its
+        row count when that change is already in memory; for any other, ``change``."""
         if stage.aggregate is None or not extremes.calls(stage.aggregate):
-            yield change
+            yield change, None
             return
         with settled_extremes(self.spark, stage.aggregate, change, self._new_pins(stage)) as settled:
             self.rescanned[stage.table] = settled.rescanned
-            yield settled.query
+            yield settled.query, settled.rows
 
     def _keep_time(self, table: str, now: int | None) -> None:
         if now is not None:
