@@ -191,7 +191,7 @@ class Project:
         ``on_stage(start)`` is called as each stage begins, ``on_view(report)`` as each view ends."""
         self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
-        refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now)
+        refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now, project=str(self.root))
         return refresher.refresh(self.plans(views, log), on_view, on_stage)
 
     def status(self) -> list[ViewStatus]:
@@ -205,7 +205,7 @@ class Project:
         self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
         plans = self.plans(log=log)
-        return self._status(plans, log), lifecycle.orphaned(self.spark, log, self.database, plans)
+        return self._status(plans, log), lifecycle.orphaned(self.spark, log, self.database, plans, str(self.root))
 
     def _status(self, plans: list[ViewPlan], log: delta_log.DeltaLog) -> list[ViewStatus]:
         result = []
@@ -250,7 +250,7 @@ class Project:
         """ivm's tables that no view of the project keeps any more (its file was removed, or
         its definition lost a stage), grouped by the view they belonged to."""
         log = self.delta_log()
-        return lifecycle.orphaned(self.spark, log, self.database, self.plans(log=log))
+        return lifecycle.orphaned(self.spark, log, self.database, self.plans(log=log), str(self.root))
 
     def state_of(self, view: str) -> lifecycle.ViewState:
         """The orphaned state of one view, to drop; refuses a view the project still defines."""
@@ -263,7 +263,7 @@ class Project:
                 f"view {view} is still defined ({defined.view.location}); dropping its state would only make the next refresh rebuild it",
                 hint=f"remove its CREATE VIEW first, or rebuild it with ivm refresh --full {view}",
             )
-        states = lifecycle.orphaned(self.spark, log, self.database, plans)
+        states = lifecycle.orphaned(self.spark, log, self.database, plans, str(self.root))
         found = next((s for s in states if s.view == name), None)
         if found is None:
             orphans = ", ".join(s.view.rpartition(".")[2] for s in states if not s.defined) or "none"

@@ -186,11 +186,12 @@ def _hashable(value):
     return value
 
 
-def compare_views(spark, database: str, specs: list[ViewSpec], label: str) -> list[str]:
+def compare_views(spark, database: str, specs: list[ViewSpec], label: str, rows: dict[str, int] | None = None) -> list[str]:
     """Compare every view with its SELECT; one message per view that differs (empty: all equal).
 
     Each view must have its SELECT's column names and Spark types, and hold exactly the bag
-    of rows its SELECT returns. A few views are compared per Spark job.
+    of rows its SELECT returns. A few views are compared per Spark job. ``rows``, if given,
+    gets each compared view's row count.
     """
     by_name = {spec.name: spec for spec in specs}
     failures, pairs, queries = [], {}, {}
@@ -205,6 +206,8 @@ def compare_views(spark, database: str, specs: list[ViewSpec], label: str) -> li
         else:
             pairs[spec.name] = (actual, expected)
     for name, diff in bag_diffs(pairs).items() if pairs else ():
+        if rows is not None:
+            rows[name] = diff.view_rows
         if not diff.equal:
             failures.append(describe(name, label, diff) + f"\n  SELECT:\n{queries[name]}")
     return failures
@@ -384,12 +387,15 @@ def table_rows(project: Project) -> dict[str, list[tuple]]:
 
 def check_round(project: Project, specs: list[ViewSpec], label: str, verify: bool) -> None:
     """Every view equals its SELECT; with ``verify``, ``verify()`` agrees (it costs as much
-    again, so it runs after the last round only)."""
+    again, so it runs after the last round only) and so do the row counts of ``status()``
+    (some from Delta's file statistics, the others counted)."""
     started = time.perf_counter()
-    failures = compare_views(project.spark, project.database, specs, label)
+    rows: dict[str, int] = {}
+    failures = compare_views(project.spark, project.database, specs, label, rows)
     print(f"  {label.splitlines()[0]}: compare {time.perf_counter() - started:.1f}s", flush=True)
     assert not failures, f"{label}: {len(failures)} view(s) differ from their SELECT\n\n" + "\n\n".join(failures)
     if verify:
+        assert {s.view.split(".")[-1]: s.rows for s in project.status()} == rows, f"{label}: status() miscounts rows"
         verified = project.verify()
         assert sorted(r.view for r in verified) == sorted(f"{project.database}.{s.name}" for s in specs)
         bad = [f"{r.view}: missing {r.missing} extra {r.extra} {r.problem}" for r in verified if not r.ok]

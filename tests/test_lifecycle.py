@@ -218,6 +218,28 @@ def test_orphaned_state_is_listed_then_dropped_and_pruned(spark: SparkSession, t
     assert document(ok(project, "status", "--json"))["orphaned"] == []
 
 
+def test_projects_sharing_a_database_leave_each_others_state_alone(spark: SparkSession, tmp_project: MakeProject) -> None:
+    shared = f"database: t_{uuid.uuid4().hex[:8]}\n"
+    first = tmp_project({**BASE, "ivm.yaml": shared, "views/a.sql": "CREATE VIEW a AS SELECT id FROM t;\n"})
+    second = tmp_project({**BASE, "ivm.yaml": shared, "views/b.sql": "CREATE VIEW b AS SELECT v, COUNT(*) AS n FROM t GROUP BY v;\n"})
+    database = database_of(first)
+    ok(first, "migrate")
+    ok(second, "migrate")  # the same migration file: already applied by the first
+    ok(first, "refresh")
+    ok(second, "refresh")
+
+    # each sees only its own views' state; the other's is not orphaned, and prune keeps it
+    assert document(ok(second, "status", "--json"))["orphaned"] == []
+    assert ok(second, "prune").strip() == "no orphaned state"
+    assert {"__ivm_a", "a", "__ivm_b", "b"} <= tables_of(spark, database)
+
+    (first / "views" / "a.sql").unlink()  # the first's own orphan is still the first's to drop
+    assert [s["view"] for s in document(ok(first, "status", "--json"))["orphaned"]] == [f"{database}.a"]
+    assert document(ok(second, "status", "--json"))["orphaned"] == []
+    ok(first, "prune", "--yes")
+    assert not {"__ivm_a", "a"} & tables_of(spark, database) and {"__ivm_b", "b"} <= tables_of(spark, database)
+
+
 # VACUUM's retention, from a Delta log on disk (no Spark) -------------------------------------
 
 HOUR_MS = 3_600_000

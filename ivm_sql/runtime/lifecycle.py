@@ -3,8 +3,11 @@ no view any more (orphaned), dropping them, and compacting the rest.
 
 ivm's own tables are recognised by two marks together, never by their name alone: the name
 starts with ``__ivm_`` and the Delta table's properties hold ``ivm.plan``, which ivm sets when
-it creates a stage table (``compiler.create_table``) and a user's table does not have. The
-Spark view users query is ivm's when it reads nothing but that view's ivm tables.
+it creates a stage table (``compiler.create_table``) and a user's table does not have. Which
+project's they are, when several share a database, says the record of their last refresh
+(its ``project``, the project's folder; a record from before ivm wrote it counts as this
+project's). The Spark view users query is ivm's when it reads nothing but that view's ivm
+tables.
 """
 
 from __future__ import annotations
@@ -57,16 +60,21 @@ def is_ivm_table(spark, name: str) -> bool:
     return details is not None and details.format == "delta" and PLAN_PROPERTY in (details.properties or {})
 
 
-def orphaned(spark, log, database: str, plans: list[ViewPlan]) -> list[ViewState]:
-    """ivm's tables in ``database`` that no stage of ``plans`` (all the project's views) keeps,
-    grouped by the view they belonged to. ``log`` (a ``DeltaLog``) lists the database."""
+def orphaned(spark, log, database: str, plans: list[ViewPlan], project: str) -> list[ViewState]:
+    """ivm's tables in ``database`` that no stage of ``plans`` (all the views of the project
+    in folder ``project``) keeps, grouped by the view they belonged to. ``log`` (a
+    ``DeltaLog``) lists the database. A table whose last record names another project's
+    folder is that project's, not an orphan: two projects may share a database."""
     owned = {stage.table for plan in plans for stage in plan.stages}
     defined = {plan.name for plan in plans}
     candidates = [
         f"{database}.{name}" for name in sorted(log.tables_in(database))
         if name.startswith(STATE_PREFIX) and f"{database}.{name}" not in owned
     ]
-    tables = [t for t in candidates if log.is_table(t) and is_ivm_table(spark, t)]
+    tables = [
+        t for t in candidates
+        if log.is_table(t) and is_ivm_table(spark, t) and log.last_record(t)[1].get("project", project) == project
+    ]
     groups: dict[str, list[str]] = {}
     for name in tables:
         groups.setdefault(_owner(name, owned | set(tables)), []).append(name)

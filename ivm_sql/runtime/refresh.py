@@ -91,8 +91,9 @@ class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
     def __init__(self, spark, full: bool = False, cost: CostModel = CostModel.from_settings(RefreshSettings()),
-                 log: delta_log.DeltaLog | None = None, now: datetime | None = None):
+                 log: delta_log.DeltaLog | None = None, now: datetime | None = None, project: str | None = None):
         self.spark = spark
+        self.project = project  # the project's folder, written in each record: whose state it is
         # "now" is pinned once per refresh, like the sources' versions: every stage that
         # compares with the current time sees the same instant.
         self.now = micros(now or datetime.now(timezone.utc))
@@ -213,6 +214,8 @@ class Refresher:
         now = self.now if stage.reads_clock else max((self.now_of[t] for t in stage.sources if t in self.now_of), default=None)
         if now is not None:
             new_record["now"] = now
+        if self.project is not None:
+            new_record["project"] = self.project
         before = latest if exists else -1
         loaded = None  # rows a recompute wrote: a property change may follow it as the last commit
         # The compare-and-swap: this commit's txn version is one above the record's commit.
