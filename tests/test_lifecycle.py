@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pty
 import re
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -238,6 +241,41 @@ def test_projects_sharing_a_database_leave_each_others_state_alone(spark: SparkS
     assert document(ok(second, "status", "--json"))["orphaned"] == []
     ok(first, "prune", "--yes")
     assert not {"__ivm_a", "a"} & tables_of(spark, database) and {"__ivm_b", "b"} <= tables_of(spark, database)
+
+
+def answered_on_a_terminal(project: Path, answer: str, *args: str, monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    """``ivm ARGS...`` in this process with a pseudo-terminal as its standard input, on which
+    ``answer`` is typed; its exit code and standard output."""
+    from ivm_sql.cli import app
+
+    leader, follower = pty.openpty()
+    os.write(leader, answer.encode())
+    with os.fdopen(follower, "r") as terminal:
+        monkeypatch.setattr(sys, "stdin", terminal)
+        capsys.readouterr()
+        code = app(["-p", str(project), *args], standalone_mode=False)
+    os.close(leader)
+    return code or 0, capsys.readouterr().out
+
+
+def test_prune_on_a_terminal_asks_and_drops_only_on_yes(
+    spark: SparkSession, tmp_project: MakeProject, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+) -> None:
+    project = tmp_project({**BASE, "views/v.sql": "CREATE VIEW keep AS SELECT id FROM t;\n",
+                           "views/gone.sql": "CREATE VIEW gone AS SELECT id FROM t WHERE v > 1;\n"})
+    database = database_of(project)
+    ok(project, "migrate")
+    ok(project, "refresh")
+    (project / "views" / "gone.sql").unlink()
+
+    code, printed = answered_on_a_terminal(project, "n\n", "prune", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 1 and "drop them? [y/N]" in printed and "nothing dropped" in printed
+    assert {"__ivm_gone", "gone"} <= tables_of(spark, database)
+
+    code, printed = answered_on_a_terminal(project, "y\n", "drop", "gone", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and f"table {database}.__ivm_gone" in printed and "dropped 2" in printed
+    assert not {"__ivm_gone", "gone"} & tables_of(spark, database)
 
 
 # VACUUM's retention, from a Delta log on disk (no Spark) -------------------------------------
