@@ -93,6 +93,9 @@ def change(node: Aggregate, table_name: str, grouped: exp.Select, changes: exp.Q
         best, at_stored = f"b{j}", f"x{j}"
         query = query.join(subquery(_inserted_best(node, call, changes), best), on=_same_group(keys, best, DELTA), join_type="LEFT")
         on_stored = exp.and_(_same_group(keys, at_stored, DELTA), exp.EQ(this=col("v", at_stored), expression=col(extreme(j), OLD)))
+        # _values again, as _inserted_best reads it: Spark plans the two identically and
+        # reuses the first one's shuffle (a ReusedExchange, checked with EXPLAIN), so the
+        # change is scanned and summed once
         query = query.join(subquery(_values(node, call, changes), at_stored), on=on_stored, join_type="LEFT")
         stored = coalesce_zero(col(extreme_count(j), OLD))
         inserted = {field: exp.Dot(this=col("top", best), expression=exp.to_identifier(field)) for field in ("v", "w")}
