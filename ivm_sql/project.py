@@ -66,13 +66,10 @@ def _stored_rows(log: delta_log.DeltaLog, plan: ViewPlan) -> int | None:
     """The view's row count from its table's file statistics, when they give it exactly: the
     view reads every row of its table (no filter), each once (no weight above 1)."""
     output = plan.output
-    if output.where is not None:
+    if output.where is not None or not isinstance(output.weight, (exp.Literal, exp.Column)):
         return None
-    if isinstance(output.weight, exp.Literal):
-        return log.row_count(output.table, log.latest_version(output.table))
-    if isinstance(output.weight, exp.Column):
-        return log.row_count(output.table, log.latest_version(output.table), once=output.weight.name)
-    return None
+    once = output.weight.name if isinstance(output.weight, exp.Column) else None
+    return log.row_count(output.table, log.latest_version(output.table), once=once)
 
 
 class Project:
@@ -196,16 +193,19 @@ class Project:
 
     def status(self) -> list[ViewStatus]:
         """Per view: the source versions it reflects, the newer ones, its row count."""
-        self.views()  # a mistake in a views file is reported before Spark starts
-        log = self.delta_log()
-        return self._status(self.plans(log=log), log)
+        plans, log = self._compiled()
+        return self._status(plans, log)
 
     def overview(self) -> tuple[list[ViewStatus], list[lifecycle.ViewState]]:
         """``status()`` and ``orphaned()`` together, from one compile and one listing."""
+        plans, log = self._compiled()
+        return self._status(plans, log), self._orphaned(plans, log)
+
+    def _compiled(self) -> tuple[list[ViewPlan], delta_log.DeltaLog]:
+        """Every plan, and the log reader its compile listed the database with."""
         self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
-        plans = self.plans(log=log)
-        return self._status(plans, log), lifecycle.orphaned(self.spark, log, self.database, plans, str(self.root))
+        return self.plans(log=log), log
 
     def _status(self, plans: list[ViewPlan], log: delta_log.DeltaLog) -> list[ViewStatus]:
         result = []
@@ -249,13 +249,14 @@ class Project:
     def orphaned(self) -> list[lifecycle.ViewState]:
         """ivm's tables that no view of the project keeps any more (its file was removed, or
         its definition lost a stage), grouped by the view they belonged to."""
-        log = self.delta_log()
-        return lifecycle.orphaned(self.spark, log, self.database, self.plans(log=log), str(self.root))
+        return self._orphaned(*self._compiled())
+
+    def _orphaned(self, plans: list[ViewPlan], log: delta_log.DeltaLog) -> list[lifecycle.ViewState]:
+        return lifecycle.orphaned(self.spark, log, self.database, plans, str(self.root))
 
     def state_of(self, view: str) -> lifecycle.ViewState:
         """The orphaned state of one view, to drop; refuses a view the project still defines."""
-        log = self.delta_log()
-        plans = self.plans(log=log)
+        plans, log = self._compiled()
         name = f"{self.database}.{view.lower()}"
         defined = next((p for p in plans if p.name == name), None)
         if defined is not None:
@@ -263,7 +264,7 @@ class Project:
                 f"view {view} is still defined ({defined.view.location}); dropping its state would only make the next refresh rebuild it",
                 hint=f"remove its CREATE VIEW first, or rebuild it with ivm refresh --full {view}",
             )
-        states = lifecycle.orphaned(self.spark, log, self.database, plans, str(self.root))
+        states = self._orphaned(plans, log)
         found = next((s for s in states if s.view == name), None)
         if found is None:
             orphans = ", ".join(s.view.rpartition(".")[2] for s in states if not s.defined) or "none"
