@@ -79,7 +79,8 @@ def change_columns(node: Aggregate) -> tuple[str, ...]:
 
 
 def merge(table_name: str, node: Aggregate, change_query: exp.Query) -> exp.Merge:
-    """Add each group's change to its state; delete a group whose row count reaches zero."""
+    """Add each group's change to its state; delete a group whose row count reaches zero,
+    and insert a new group only with rows."""
     on = exp.and_(*(null_safe_eq(col(k, TARGET), col(k, CHANGE)) for k in node.keys)) if node.keys else exp.true()
     state = [name for name, _ in partials(node)]
     replaced = extremes.state_columns(node)  # the change holds their new values
@@ -94,9 +95,12 @@ def merge(table_name: str, node: Aggregate, change_query: exp.Query) -> exp.Merg
     updates += [exp.EQ(this=col(name, TARGET), expression=col(name, CHANGE)) for name in replaced]
     whens.append(exp.When(matched=True, then=exp.Update(expressions=updates)))
     columns = [*node.keys, *state, *replaced]
+    # DBSP: a group exists while its weight is positive; a new group whose change sums to no
+    # rows (born and emptied between two refreshes) is never written
     whens.append(
         exp.When(
             matched=False,
+            condition=exp.GT(this=col(COUNT, CHANGE), expression=lit(0)) if node.keys else None,
             then=exp.Insert(
                 this=exp.Tuple(expressions=[col(c) for c in columns]),
                 expression=exp.Tuple(expressions=[col(c, CHANGE) for c in columns]),

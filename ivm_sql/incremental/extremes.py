@@ -113,7 +113,10 @@ def change(node: Aggregate, table_name: str, grouped: exp.Select, changes: exp.Q
             null_safe_eq(new_extreme.copy(), col(extreme(j), OLD)), null_safe_eq(new_count.copy(), col(extreme_count(j), OLD)),
         )))
     query = query.select(alias(exp.and_(_not(emptied), exp.or_(*lost)), LOST))
-    return query.where(exp.or_(*changed)) if changed else query
+    # a group born and emptied since the last refresh (its rows came and went) has no stored
+    # row and a new count of 0: nothing to write, although its NULL extreme differs from none
+    born_empty = exp.and_(exp.Is(this=col(count, OLD), expression=exp.Null()), emptied.copy())
+    return query.where(exp.and_(exp.or_(*changed), _not(born_empty)))
 
 
 def _not(condition: exp.Expression) -> exp.Expression:

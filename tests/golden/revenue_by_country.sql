@@ -88,7 +88,7 @@ WHEN MATCHED THEN UPDATE SET
   `t`.`__ivm_s1` = `t`.`__ivm_s1` + `s`.`__ivm_s1`,
   `t`.`__ivm_n2` = `t`.`__ivm_n2` + `s`.`__ivm_n2`,
   `t`.`__ivm_s2` = `t`.`__ivm_s2` + `s`.`__ivm_s2`
-WHEN NOT MATCHED THEN INSERT (`g0`, `__ivm_count`, `__ivm_n1`, `__ivm_s1`, `__ivm_n2`, `__ivm_s2`) VALUES (
+WHEN NOT MATCHED AND `s`.`__ivm_count` > 0 THEN INSERT (`g0`, `__ivm_count`, `__ivm_n1`, `__ivm_s1`, `__ivm_n2`, `__ivm_s2`) VALUES (
   `s`.`g0`,
   `s`.`__ivm_count`,
   `s`.`__ivm_n1`,

@@ -1,0 +1,37 @@
+"""Churn: rows and keys that come and go between two refreshes, on real Spark and Delta.
+
+A change data feed read across several commits holds both the arrival and the departure;
+consolidated, they cancel. A stateful operator must then write nothing for that key: no
+empty group, no zero-weight row. The oracles (``oracle.RandomChanges.churn``) run these
+patterns in every round; this file keeps the reductions of bugs they found.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ivm_sql.project import Project
+
+from oracle import INCREMENTAL_ONLY, MakeProject, ViewSpec, compare_views, views_file
+
+MM = ViewSpec("mm", "SELECT cid, MIN(amount) AS mn, MAX(amount) AS mx, MAX(status) AS ms FROM o GROUP BY cid")
+
+
+@pytest.mark.parametrize("amount", ["10.00", "NULL"])
+def test_group_born_and_emptied_between_refreshes_leaves_no_phantom_row(spark, tmp_project: MakeProject,
+                                                                         amount: str) -> None:
+    """Issue 21's reproduction: on e48d844 the MIN/MAX view kept ``(2, NULL, NULL, NULL)``,
+    because the change query called a new count of 0 against no stored row a change and the
+    MERGE inserted it."""
+    project = Project.open(tmp_project({"views/mm.sql": views_file([MM]), "ivm.yaml": INCREMENTAL_ONLY}), spark=spark)
+    project.sql("CREATE TABLE o (oid INT, cid INT, amount DECIMAL(10,2), status STRING, qty INT) USING DELTA")
+    project.sql("INSERT INTO o VALUES (1, 1, 25.25, 'x', 1), (2, 3, 15.00, 'x', 2)")
+    project.refresh()
+    project.sql(f"INSERT INTO o VALUES (3, 2, {amount}, 'x', 3)")
+    project.sql("DELETE FROM o WHERE oid = 3")
+    reports = project.refresh()
+    assert [r.action for r in reports] == ["incremental"]
+    assert sorted(project.sql("SELECT cid FROM mm").rows) == [(1,), (3,)]
+    state = project.sql(f"SELECT * FROM {project.database}.__ivm_mm").rows
+    assert len(state) == 2, f"the state holds an empty group: {state}"
+    assert not compare_views(spark, project.database, [MM], "after the churn")
