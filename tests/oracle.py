@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Iterable
@@ -236,6 +237,8 @@ def sql_literal(value) -> str:
         return "NULL"
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
+    if isinstance(value, datetime):
+        return timestamp_sql(value)
     if isinstance(value, Decimal):
         return f"CAST('{value}' AS DECIMAL(10,2))"
     if isinstance(value, int):
@@ -243,8 +246,119 @@ def sql_literal(value) -> str:
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def timestamp_sql(moment: datetime) -> str:
+    return f"TIMESTAMP'{moment:%Y-%m-%d %H:%M:%S}'"
+
+
 def values_clause(rows: list[tuple]) -> str:
     return ", ".join("(" + ", ".join(sql_literal(v) for v in row) + ")" for row in rows)
+
+
+def row_is(columns: tuple[str, ...], row: tuple) -> str:
+    """A WHERE condition true for exactly the copies of ``row`` (NULLs match NULLs)."""
+    return " AND ".join(f"{c} <=> {sql_literal(v)}" for c, v in zip(columns, row))
+
+
+# churn -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChurnTable:
+    """What churn needs to know of a table: its columns, a maker of rows whose keys are new
+    (a group or join key nobody else has), and its key columns with a value no row holds."""
+
+    name: str
+    columns: tuple[str, ...]
+    fresh_row: Callable[[], tuple]
+    keys: dict[str, object]  # key column -> a value it never holds, to move rows to and back
+
+
+class Churn:
+    """Rows and keys that come and go between two refreshes (issue 21). A change data feed
+    read across several commits holds the arrival and the departure; consolidated they
+    cancel, and a stateful operator must then write nothing for them. Each pattern is a
+    block of statements run in order, as one unit, among a round's other statements:
+
+    - a row with new keys inserted and deleted again (a group, or a join key on one or
+      several tables, that appears and vanishes);
+    - a stored row deleted and put back as often as it was there;
+    - a row updated twice: back to what it was, or on to a second change;
+    - every row of a key moved away and back again;
+    - a table emptied and refilled (``refill``, first in a round, so it is exact).
+    """
+
+    def __init__(self, rng: random.Random, tables: list[ChurnTable]):
+        self.rng = rng
+        self.tables = {t.name: t for t in tables}
+
+    def blocks(self, current: dict[str, list[tuple]]) -> list[list[str]]:
+        """One block of every pattern but the refill, each on tables picked at random."""
+        blocks = [self.in_and_out()]
+        stored = [name for name in self.tables if current.get(name)]
+        if stored:
+            blocks += [self.out_and_back(current), self.updated_twice(current), self.away_and_back(current)]
+        return blocks
+
+    def in_and_out(self) -> list[str]:
+        r = self.rng
+        tables = r.sample(list(self.tables.values()), r.randint(1, len(self.tables)))
+        rows = {t.name: [t.fresh_row() for _ in range(r.randint(1, 2))] for t in tables}
+        inserts = [f"INSERT INTO {name} VALUES {values_clause(new)}" for name, new in rows.items()]
+        deletes = [f"DELETE FROM {t.name} WHERE " + " OR ".join(f"({row_is(t.columns, row)})" for row in rows[t.name])
+                   for t in tables]
+        r.shuffle(deletes)
+        return inserts + deletes
+
+    def _stored(self, current: dict[str, list[tuple]]) -> tuple[ChurnTable, tuple]:
+        table = self.tables[self.rng.choice([name for name in self.tables if current.get(name)])]
+        return table, self.rng.choice(current[table.name])
+
+    def out_and_back(self, current: dict[str, list[tuple]]) -> list[str]:
+        table, row = self._stored(current)
+        copies = current[table.name].count(row)
+        return [f"DELETE FROM {table.name} WHERE {row_is(table.columns, row)}",
+                f"INSERT INTO {table.name} VALUES {values_clause([row] * copies)}"]
+
+    def updated_twice(self, current: dict[str, list[tuple]]) -> list[str]:
+        r = self.rng
+        table, row = self._stored(current)
+        first, second = r.randrange(len(row)), r.randrange(len(row))
+        moved = list(row)
+        moved[first] = r.choice(current[table.name])[first]  # another stored row's value, or the same
+        statements = [f"UPDATE {table.name} SET {table.columns[first]} = {sql_literal(moved[first])} "
+                      f"WHERE {row_is(table.columns, row)}"]
+        if r.random() < 0.5:  # back to what it was
+            column, value = table.columns[first], row[first]
+        else:  # on to a second change
+            column, value = table.columns[second], r.choice(current[table.name])[second]
+        statements.append(f"UPDATE {table.name} SET {column} = {sql_literal(value)} WHERE {row_is(table.columns, tuple(moved))}")
+        return statements
+
+    def away_and_back(self, current: dict[str, list[tuple]]) -> list[str]:
+        table, row = self._stored(current)
+        column = self.rng.choice(list(table.keys))
+        value, away = row[table.columns.index(column)], table.keys[column]
+        if value is None:  # NULL keys move too: away from IS NULL, back to NULL
+            return [f"UPDATE {table.name} SET {column} = {sql_literal(away)} WHERE {column} IS NULL",
+                    f"UPDATE {table.name} SET {column} = NULL WHERE {column} = {sql_literal(away)}"]
+        return [f"UPDATE {table.name} SET {column} = {sql_literal(away)} WHERE {column} = {sql_literal(value)}",
+                f"UPDATE {table.name} SET {column} = {sql_literal(value)} WHERE {column} = {sql_literal(away)}"]
+
+    def refill(self, current: dict[str, list[tuple]]) -> list[str]:
+        """A table emptied, then given back its rows (a key of every group leaves and returns)."""
+        name = self.rng.choice(list(self.tables))
+        statements = [f"DELETE FROM {name}"]
+        if current.get(name):
+            statements.append(f"INSERT INTO {name} VALUES {values_clause(current[name])}")
+        return statements
+
+
+def churned(rng: random.Random, churn: Churn, current: dict[str, list[tuple]], statements: list[str]) -> list[str]:
+    """``statements`` (each its own block) and every churn pattern, blocks shuffled; the
+    refill first, while ``current`` is still what the tables hold."""
+    blocks = [[s] for s in statements] + churn.blocks(current)
+    rng.shuffle(blocks)
+    return churn.refill(current) + [s for block in blocks for s in block]
 
 
 # random changes --------------------------------------------------------------------------
@@ -269,10 +383,31 @@ def maybe(rng: random.Random, values: list, null_chance: float = 0.15):
 
 
 class RandomChanges:
-    """Random INSERT / UPDATE / DELETE statements against customers, products and orders."""
+    """Random INSERT / UPDATE / DELETE statements against customers, products and orders,
+    with churn in every round."""
 
     def __init__(self, rng: random.Random):
         self.rng = rng
+        self.churn = Churn(rng, [
+            ChurnTable("customers", ("id", "name", "country", "score"), self.new_customer, {"id": 99, "country": "XX"}),
+            ChurnTable("products", ("id", "category", "price"), self.new_product, {"id": 99, "category": "moved"}),
+            ChurnTable("orders", ("id", "customer_id", "product_id", "qty", "status", "note"), self.new_order,
+                       {"customer_id": 99, "product_id": 99, "status": "moved"}),
+        ])
+
+    # rows no stored row equals (their ids are never used otherwise), with new keys now and then
+    def new_customer(self) -> tuple:
+        r = self.rng
+        return (r.choice([8, 9]), r.choice(NAMES), r.choice(["NL", *COUNTRIES]), r.choice(SCORES))
+
+    def new_product(self) -> tuple:
+        r = self.rng
+        return (r.choice([6, 7]), r.choice(["ghost", *CATEGORIES]), r.choice(PRICES))
+
+    def new_order(self) -> tuple:
+        r = self.rng
+        return (r.choice([13, 14]), r.choice([8, 9, *CUSTOMER_IDS]), r.choice([6, 7, *PRODUCT_IDS]),
+                r.choice(QTYS), r.choice(["ghost", *STATUSES]), r.choice(NOTES))
 
     def customer(self) -> tuple:
         r = self.rng
@@ -297,8 +432,9 @@ class RandomChanges:
         ]
 
     def round(self, current: dict[str, list[tuple]], empty: str | None = None) -> list[str]:
-        """About ten statements; ``current`` holds each table's rows (for exact duplicates).
-        With ``empty``, that whole table is deleted last (global aggregates see no rows)."""
+        """About ten statements and every churn pattern; ``current`` holds each table's rows
+        (for exact duplicates). With ``empty``, that whole table is deleted last (global
+        aggregates see no rows)."""
         r = self.rng
         makers = {"customers": self.customer, "products": self.product, "orders": self.order}
         statements = []
@@ -312,7 +448,7 @@ class RandomChanges:
         choices = [self.update_orders, self.update_customers, self.update_products, self.delete_some]
         for _ in range(r.randint(3, 6)):
             statements.append(r.choice(choices)())
-        r.shuffle(statements)
+        statements = churned(r, self.churn, current, statements)
         if empty is not None:
             statements.append(f"DELETE FROM {empty}")
         return statements

@@ -1,6 +1,7 @@
 """Recursive views under the differential oracle: random graphs with cycles, self-loops,
 duplicate and NULL edges, and a hierarchy, changed by random inserts, updates and deletes
-(deletes that split components included) over several refreshes; after each, every view
+(deletes that split components included) and churn (edges and parents that come and go,
+a table emptied and refilled) over several refreshes; after each, every view
 must equal its SELECT evaluated by Spark's own WITH RECURSIVE at the same versions."""
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from ivm_sql.errors import RefreshError
 from ivm_sql.project import Project
 from ivm_sql.incremental.fixpoint import LIMIT_SETTING
 
-from oracle import INCREMENTAL_ONLY, SEEDS, MakeProject, ViewSpec, compare_views, values_clause, views_file
+from oracle import (
+    INCREMENTAL_ONLY, SEEDS, Churn, ChurnTable, MakeProject, ViewSpec, churned, compare_views, values_clause, views_file,
+)
 
 TABLES = """
 CREATE TABLE edges (src INT, dst INT, weight INT) USING DELTA;
@@ -55,6 +58,15 @@ def random_tree(rng: random.Random, count: int) -> list[tuple]:
     return [(node, rng.choice([None, *range(1, node)]) if node > 1 else None) for node in rng.sample(range(1, 12), count)]
 
 
+def churn(rng: random.Random) -> Churn:
+    """Edges between new nodes 7 and 8 come and go; edges and parents move to node 99 and back."""
+    return Churn(rng, [
+        ChurnTable("edges", ("src", "dst", "weight"),
+                   lambda: (rng.choice([7, 8]), rng.choice([*NODES, 7, 8]), rng.randint(1, 5)), {"src": 99, "dst": 99}),
+        ChurnTable("tree", ("id", "parent"), lambda: (rng.choice([12, 13]), rng.choice([None, 1, 2, 11])), {"parent": 99}),
+    ])
+
+
 def changes(rng: random.Random) -> list[str]:
     statements = [
         f"INSERT INTO edges VALUES {values_clause(random_edges(rng, rng.randint(1, 3)))}",
@@ -82,8 +94,12 @@ def test_recursive_views_equal_spark_recursion_after_random_changes(spark, tmp_p
     reports = project.refresh()
     assert all("fixed point in" in r.reason for r in reports if r.view.split(".")[-1] in ("paths", "ancestors"))
     assert not compare_views(spark, project.database, SPECS, "first refresh")
+    churning = churn(rng)
     for round_ in range(1, 4):
-        statements = changes(rng) if round_ < 3 else ["DELETE FROM edges", "DELETE FROM tree WHERE parent IS NOT NULL"]
+        current = {t: project.sql(f"SELECT * FROM {t}").rows for t in ("edges", "tree")}
+        statements = churned(rng, churning, current, changes(rng) if round_ < 3 else [])
+        if round_ == 3:
+            statements += ["DELETE FROM edges", "DELETE FROM tree WHERE parent IS NOT NULL"]
         for statement in statements:
             project.sql(statement)
         reports = {r.view.split(".")[-1]: r for r in project.refresh()}

@@ -1,6 +1,6 @@
 """Temporal filters under the differential oracle: the clock is driven across the bounds of
-each view's window (an injected "now"), with random inserts, updates and deletes around it,
-and after every refresh each view must equal its SELECT evaluated by Spark at the same
+each view's window (an injected "now"), with random inserts, updates and deletes around it
+(churn included: events and kinds that come and go between two refreshes), and after every refresh each view must equal its SELECT evaluated by Spark at the same
 source versions with the current time read as that refresh's "now"."""
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from ivm_sql.incremental.stages import TEMPORAL
 from ivm_sql.incremental.temporal import micros
 from ivm_sql.project import Project
 
-from oracle import INCREMENTAL_ONLY, SEEDS, MakeProject, ViewSpec, compare_views, sql_literal, values_clause, views_file
+from oracle import (
+    INCREMENTAL_ONLY, SEEDS, Churn, ChurnTable, MakeProject, ViewSpec, churned, compare_views, sql_literal, timestamp_sql,
+    values_clause, views_file,
+)
 
 TABLES = """
 CREATE TABLE events (id INT, at TIMESTAMP, kind STRING, amount INT) USING DELTA;
@@ -59,23 +62,35 @@ def at_time(spec: ViewSpec, now: datetime) -> ViewSpec:
 
 
 class RandomEvents:
-    """Events scattered around the clock (NULL times and amounts, exact duplicates)."""
+    """Events scattered around the clock (NULL times and amounts, exact duplicates), and
+    churn: events and kinds that come and go, kinds moved away and back."""
 
     KINDS = ["click", "view", "buy", None]
 
     def __init__(self, rng: random.Random):
         self.rng = rng
+        self.now = START
+        self.churn = Churn(rng, [
+            ChurnTable("events", ("id", "at", "kind", "amount"), self.new_event, {"kind": "moved", "id": 99}),
+            ChurnTable("kinds", ("kind", "active"), lambda: ("ghost", rng.random() < 0.5), {"kind": "moved"}),
+        ])
+
+    def new_event(self) -> tuple:
+        """An event no stored one equals (ids 31 and 32 are never used otherwise)."""
+        _, at, kind, amount = self.event(self.now)
+        return (self.rng.choice([31, 32]), at, self.rng.choice(["ghost", kind]), amount)
 
     def event(self, now: datetime) -> tuple:
         r = self.rng
         at = None if r.random() < 0.1 else now + timedelta(minutes=r.randint(-150, 150))
         return (r.randint(1, 30), at, r.choice(self.KINDS), None if r.random() < 0.1 else r.randint(-5, 50))
 
-    def statements(self, now: datetime, rows: int) -> list[str]:
+    def statements(self, now: datetime, rows: int, current: dict[str, list[tuple]]) -> list[str]:
         r = self.rng
+        self.now = now
         events = [self.event(now) for _ in range(rows)]
         events += r.sample(events, k=min(2, len(events)))  # duplicates in the same insert
-        statements = [f"INSERT INTO events VALUES {rows_sql(events)}"]
+        statements = [f"INSERT INTO events VALUES {values_clause(events)}"]
         moment = timestamp_sql(now + timedelta(minutes=r.randint(-90, 60)))
         statements += r.sample([
             f"DELETE FROM events WHERE id % {r.randint(3, 6)} = 0",
@@ -84,18 +99,7 @@ class RandomEvents:
             f"UPDATE kinds SET active = NOT active WHERE kind = {sql_literal(r.choice(self.KINDS[:3]))}",
             f"DELETE FROM events WHERE at IS NULL OR at > {moment} + INTERVAL 80 MINUTES",
         ], k=r.randint(1, 3))
-        return statements
-
-
-def timestamp_sql(moment: datetime) -> str:
-    return f"TIMESTAMP'{moment:%Y-%m-%d %H:%M:%S}'"
-
-
-def rows_sql(rows: list[tuple]) -> str:
-    return ", ".join(
-        "(" + ", ".join(timestamp_sql(v) if isinstance(v, datetime) else sql_literal(v) for v in row) + ")"
-        for row in rows
-    )
+        return churned(r, self.churn, current, statements)
 
 
 def check(project: Project, now: datetime, label: str) -> None:
@@ -113,7 +117,7 @@ def test_temporal_filters_follow_the_clock_across_their_bounds(spark, tmp_projec
                                         "views/events.sql": views_file(SPECS)}), spark=spark)
     project.migrate()
     events = RandomEvents(rng)
-    project.sql(f"INSERT INTO events VALUES {rows_sql([events.event(START) for _ in range(25)])}")
+    project.sql(f"INSERT INTO events VALUES {values_clause([events.event(START) for _ in range(25)])}")
     project.sql(f"INSERT INTO kinds VALUES {values_clause([('click', True), ('view', False), ('buy', True)])}")
     strategies = {plan.view.name: [s.strategy for s in plan.stages] for plan in project.plans()}
     assert all(TEMPORAL in strategies[s.name][-1] for s in SPECS if s.name not in EVERY_REFRESH | {"last_hour_by_kind"})
@@ -123,7 +127,8 @@ def test_temporal_filters_follow_the_clock_across_their_bounds(spark, tmp_projec
     check(project, now, "first refresh")
     for round_, (minutes, rows) in enumerate([(25, 4), (0, 3), (85, 4)], 1):
         now += timedelta(minutes=minutes)
-        statements = events.statements(now, rows) if rows else []
+        current = {t: project.sql(f"SELECT * FROM {t}").rows for t in ("events", "kinds")}
+        statements = events.statements(now, rows, current) if rows else []
         for statement in statements:
             project.sql(statement)
         reports = {r.view.split(".")[-1]: r for r in project.refresh(now=now)}
@@ -144,7 +149,7 @@ def test_temporal_view_without_changes_and_without_a_moving_clock_is_unchanged(s
     spec = SPECS[0]
     project = Project.open(tmp_project({"migrations/0001_tables.sql": TABLES, "views/v.sql": views_file([spec])}), spark=spark)
     project.migrate()
-    project.sql(f"INSERT INTO events VALUES {rows_sql([(1, START - timedelta(minutes=30), 'buy', 3), (2, START - timedelta(minutes=90), 'buy', 4)])}")
+    project.sql(f"INSERT INTO events VALUES {values_clause([(1, START - timedelta(minutes=30), 'buy', 3), (2, START - timedelta(minutes=90), 'buy', 4)])}")
     project.refresh(now=START)
     assert project.sql("SELECT id FROM last_hour").rows == [(1,)]
     (report,) = project.refresh(now=START)
