@@ -264,13 +264,16 @@ def row_is(columns: tuple[str, ...], row: tuple) -> str:
 
 @dataclass(frozen=True)
 class ChurnTable:
-    """What churn needs to know of a table: its columns, a maker of rows whose keys are new
-    (a group or join key nobody else has), and its key columns with a value no row holds."""
+    """What churn needs to know of a table: its columns; a row all of whose values are new
+    (every group and join key in it is one no stored row has; the novel rows of several
+    tables join each other); a maker of random rows no stored row equals; and key columns,
+    each with a value no row holds, to move rows to and back."""
 
     name: str
     columns: tuple[str, ...]
+    novel: tuple
     fresh_row: Callable[[], tuple]
-    keys: dict[str, object]  # key column -> a value it never holds, to move rows to and back
+    keys: dict[str, object]
 
 
 class Churn:
@@ -300,12 +303,14 @@ class Churn:
         return blocks
 
     def in_and_out(self) -> list[str]:
+        """Every table's novel row (perhaps twice) and some random ones, in, then out again."""
         r = self.rng
-        tables = r.sample(list(self.tables.values()), r.randint(1, len(self.tables)))
-        rows = {t.name: [t.fresh_row() for _ in range(r.randint(1, 2))] for t in tables}
+        tables = list(self.tables.values())
+        rows = {t.name: [t.novel] * r.randint(1, 2) + [t.fresh_row() for _ in range(r.randint(0, 2))] for t in tables}
         inserts = [f"INSERT INTO {name} VALUES {values_clause(new)}" for name, new in rows.items()]
-        deletes = [f"DELETE FROM {t.name} WHERE " + " OR ".join(f"({row_is(t.columns, row)})" for row in rows[t.name])
+        deletes = [f"DELETE FROM {t.name} WHERE " + " OR ".join(f"({row_is(t.columns, row)})" for row in set(rows[t.name]))
                    for t in tables]
+        r.shuffle(inserts)
         r.shuffle(deletes)
         return inserts + deletes
 
@@ -389,10 +394,12 @@ class RandomChanges:
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.churn = Churn(rng, [
-            ChurnTable("customers", ("id", "name", "country", "score"), self.new_customer, {"id": 99, "country": "XX"}),
-            ChurnTable("products", ("id", "category", "price"), self.new_product, {"id": 99, "category": "moved"}),
-            ChurnTable("orders", ("id", "customer_id", "product_id", "qty", "status", "note"), self.new_order,
-                       {"customer_id": 99, "product_id": 99, "status": "moved"}),
+            ChurnTable("customers", ("id", "name", "country", "score"), (8, "ghost", "NL", 4), self.new_customer,
+                       {"id": 99, "country": "XX"}),
+            ChurnTable("products", ("id", "category", "price"), (6, "ghost", Decimal("7.77")), self.new_product,
+                       {"id": 99, "category": "moved"}),
+            ChurnTable("orders", ("id", "customer_id", "product_id", "qty", "status", "note"), (13, 8, 6, 4, "ghost", "ghost"),
+                       self.new_order, {"customer_id": 99, "product_id": 99, "status": "moved"}),
         ])
 
     # rows no stored row equals (their ids are never used otherwise), with new keys now and then

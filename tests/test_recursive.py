@@ -61,9 +61,10 @@ def random_tree(rng: random.Random, count: int) -> list[tuple]:
 def churn(rng: random.Random) -> Churn:
     """Edges between new nodes 7 and 8 come and go; edges and parents move to node 99 and back."""
     return Churn(rng, [
-        ChurnTable("edges", ("src", "dst", "weight"),
+        ChurnTable("edges", ("src", "dst", "weight"), (7, 8, 9),
                    lambda: (rng.choice([7, 8]), rng.choice([*NODES, 7, 8]), rng.randint(1, 5)), {"src": 99, "dst": 99}),
-        ChurnTable("tree", ("id", "parent"), lambda: (rng.choice([12, 13]), rng.choice([None, 1, 2, 11])), {"parent": 99}),
+        ChurnTable("tree", ("id", "parent"), (12, 11), lambda: (rng.choice([12, 13]), rng.choice([None, 1, 2, 11])),
+                   {"parent": 99}),
     ])
 
 

@@ -71,8 +71,9 @@ class RandomEvents:
         self.rng = rng
         self.now = START
         self.churn = Churn(rng, [
-            ChurnTable("events", ("id", "at", "kind", "amount"), self.new_event, {"kind": "moved", "id": 99}),
-            ChurnTable("kinds", ("kind", "active"), lambda: ("ghost", rng.random() < 0.5), {"kind": "moved"}),
+            ChurnTable("events", ("id", "at", "kind", "amount"), (31, START, "ghost", 77), self.new_event,
+                       {"kind": "moved", "id": 99}),
+            ChurnTable("kinds", ("kind", "active"), ("ghost", True), lambda: ("ghost", rng.random() < 0.5), {"kind": "moved"}),
         ])
 
     def new_event(self) -> tuple:
