@@ -334,7 +334,10 @@ def _describe(record: servers.ServerRecord) -> str:
 
 @server.command("start")
 def server_start(ctx: typer.Context) -> None:
-    """Start the project's Spark Connect server (on 127.0.0.1) and wait until it serves."""
+    """Start the project's Spark Connect server and wait until it serves.
+
+    It listens on 127.0.0.1 only and asks every client for a token made at this start, kept
+    in .ivm/server.json, which only you can read; ivm's commands send it."""
     with opened(ctx) as project:
         record, started = servers.start(project.config, project.root)
         out.print(f"{'started' if started else 'already running'}: ivm server for {record.root} {_describe(record)}", markup=False)

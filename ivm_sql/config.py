@@ -8,6 +8,7 @@ Layout (every key is optional; an empty file gives all defaults)::
     spark:
       master: local[*]      # or spark://host:7077, yarn, ...
       remote: sc://host:15002  # or a Spark Connect endpoint instead of a master (not both)
+      token_env: MY_TOKEN   # the environment variable holding that endpoint's token, if it wants one
       app_name: ivm
       conf:                 # any extra Spark settings, passed through
         spark.sql.shuffle.partitions: 4
@@ -20,6 +21,7 @@ which keep their positions, and only then turned into values.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -33,6 +35,9 @@ from ivm_sql.errors import ConfigError, Location
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONNECT_PORT = 15002  # Spark Connect's default port
+# The Connect server's token setting: a Spark setting in ivm.yaml would put it in the file.
+TOKEN_SETTING = "spark.connect.authenticate.token"
+TOKEN_HINT = "keep the token in an environment variable and name that variable in ivm.yaml: spark: {token_env: NAME}"
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,9 @@ class SparkSettings:
     app_name: str = "ivm"
     conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     remote: str | None = None  # a Spark Connect URL (sc://host:port) to use instead of a master
+    # The environment variable that holds ``remote``'s token: never the token itself, which
+    # anyone who reads ivm.yaml (or the repository it is committed to) could use.
+    token_env: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,7 +98,7 @@ class Config:
 
 
 _TOP_KEYS = ("database", "views", "migrations", "spark", "refresh")
-_SPARK_KEYS = ("master", "remote", "app_name", "conf")
+_SPARK_KEYS = ("master", "remote", "token_env", "app_name", "conf")
 _REFRESH_KEYS = ("recompute_above",)
 
 
@@ -157,10 +165,18 @@ class _Reader:
                     hint="a Spark Connect endpoint runs on its own master: keep one of the two",
                 )
             values["remote"] = self._remote(section["remote"])
+        if "token_env" in section:
+            values["token_env"] = self._token_env(section["token_env"], values.get("remote"))
         if "app_name" in section:
             values["app_name"] = self._string(section["app_name"], "spark.app_name")
         if "conf" in section:
             entries = self._mapping(section["conf"], "spark.conf", None)
+            if TOKEN_SETTING in entries:
+                raise ConfigError(
+                    f"spark.conf must not set {TOKEN_SETTING}: a token written in ivm.yaml is readable by anyone who reads the file",
+                    location=self._at(entries[TOKEN_SETTING]),
+                    hint="`ivm server start` makes a token of its own; for a remote server, " + TOKEN_HINT,
+                )
             values["conf"] = MappingProxyType(
                 {key: self._setting(value, key) for key, value in entries.items()}
             )
@@ -174,9 +190,39 @@ class _Reader:
             raise ConfigError(
                 f"spark.remote {url!r} is not a Spark Connect URL: {problem}",
                 location=self._at(node),
-                hint=f"write sc://HOST:PORT (port {CONNECT_PORT} if left out), optionally followed by /;token=...;use_ssl=true",
+                hint=f"write sc://HOST:PORT (port {CONNECT_PORT} if left out), optionally followed by /;use_ssl=true",
+            )
+        if "token" in connect_params(url):
+            raise ConfigError(
+                "spark.remote must not hold the server's token (;token=...): anyone who reads ivm.yaml could use it",
+                location=self._at(node),
+                hint=TOKEN_HINT,
             )
         return url
+
+    def _token_env(self, node: yaml.Node, remote: str | None) -> str:
+        """The name of the environment variable holding the token of ``remote``
+        (spark.remote's URL)."""
+        name = self._string(node, "spark.token_env")
+        if not IDENTIFIER.fullmatch(name):
+            raise ConfigError(
+                "spark.token_env is not the name of an environment variable",  # it may be the token: not repeated
+                location=self._at(node),
+                hint="name the variable that holds the token (letters, digits and _), not the token itself",
+            )
+        if remote is None:
+            raise ConfigError(
+                "spark.token_env is set without spark.remote",
+                location=self._at(node),
+                hint="it names the token of a remote Spark Connect server; `ivm server start` keeps its own token in .ivm/server.json",
+            )
+        if _loopback_address(remote) and connect_params(remote).get("use_ssl") != "true":
+            raise ConfigError(
+                f"spark.remote {remote} names this machine by address: pyspark sends a token to it only over TLS",
+                location=self._at(node),
+                hint="write the host as localhost (pyspark then sends the token over a local connection), or add /;use_ssl=true if the server speaks TLS",
+            )
+        return name
 
     def _refresh(self, node: yaml.Node) -> RefreshSettings:
         section = self._mapping(node, "refresh", _REFRESH_KEYS)
@@ -248,6 +294,22 @@ def connect_address(url: str) -> tuple[str, int]:
     """Host and port of a Spark Connect URL that ``connect_url_problem`` accepts."""
     parsed = urllib.parse.urlparse("http" + url[2:])
     return parsed.hostname or "", parsed.port or CONNECT_PORT
+
+
+def connect_params(url: str) -> dict[str, str]:
+    """The ``key=value`` parameters after ``/;`` of a Spark Connect URL that
+    ``connect_url_problem`` accepts (``use_ssl``, ``token``, ...)."""
+    params = urllib.parse.urlparse("http" + url[2:]).params
+    return dict(part.split("=", 1) for part in params.split(";") if part)
+
+
+def _loopback_address(url: str) -> bool:
+    """Whether a Spark Connect URL names this machine by a loopback address (127.0.0.1, ::1)
+    rather than by the name localhost."""
+    try:
+        return ipaddress.ip_address(connect_address(url)[0]).is_loopback
+    except ValueError:  # a name, not an address
+        return False
 
 
 def connect_url_problem(url: str) -> str | None:

@@ -7,21 +7,38 @@ embedded catalog under ``<project>/.ivm``), so it serves exactly the tables an e
 session sees. While it runs, ``session.build_session`` connects to it instead of starting a
 JVM.
 
-``<project>/.ivm/server.json`` records it: pid, address, project, start time. Liveness is
-checked with a short probe (the pid is a Connect server's, its port accepts a connection),
-never with a Spark call that could hang; a record whose process is gone is removed.
+``<project>/.ivm/server.json`` records it: pid, address, project, start time, and the token
+a client must send. Liveness is checked with a short probe (the pid is a Connect server's,
+its port accepts a connection), never with a Spark call that could hang; a record whose
+process is gone is removed.
+
+What guards it. The server binds to 127.0.0.1 only, so the network cannot reach it; other
+users and processes of this machine can, so it asks every client for a token, made anew at
+each start (``secrets.token_urlsafe``). Only the owner can read the token: it reaches the
+server through the environment of ``spark-submit`` (Spark's Connect server reads
+``SPARK_CONNECT_AUTHENTICATE_TOKEN`` when ``spark.connect.authenticate.token`` is not set,
+``Connect.getAuthenticateToken``), never through its command line, which ``ps`` shows to
+everyone; a process's environment is its owner's alone (``/proc/PID/environ``). The record is
+written with mode 0600 into ``.ivm``, mode 0700, and a record others could read or write (or
+another user's) is refused: its token may be known, and its port may be someone else's
+server. Clients write the host ``localhost``: pyspark sends a token without TLS (on gRPC's
+local credentials, which check the peer is on this machine) only to a host written so. With
+a local master the driver's own ports ask for a secret too (``_driver_authentication``). It
+is not a network service: no TLS, loopback only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
+import stat
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -29,11 +46,15 @@ from pathlib import Path
 from ivm_sql.config import Config
 from ivm_sql.errors import EnvironmentProblem
 from ivm_sql.session import (
-    answers, check_java, connect_session, derby_locked, ivy_lock, last_log_lines, start_settings,
+    Token, answers, check_java, connect_session, derby_locked, ivy_lock, last_log_lines, start_settings,
 )
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-HOST = "127.0.0.1"  # local only: Spark Connect has no authentication of its own
+HOST = "127.0.0.1"  # where it binds: loopback only, it is not a network service
+# How clients write the host: pyspark sends a token without TLS only to "localhost".
+CLIENT_HOST = "localhost"
+# The server reads its token from here when spark.connect.authenticate.token is not set.
+TOKEN_VARIABLE = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
 # The first start on a machine also fetches Delta's jars; a loaded 2-core machine takes a minute.
 START_TIMEOUT = 300.0
 STOP_TIMEOUT = 30.0  # then the JVM is killed
@@ -51,15 +72,17 @@ class ServerRecord:
     """What ``server.json`` says about a project's server."""
 
     pid: int
-    host: str
+    host: str  # the address it binds (and is probed at)
     port: int
     root: str  # the project folder it serves
     started: str  # ISO 8601, UTC
     log: str
+    token: str | None = field(default=None, repr=False)  # None in a record of an ivm before tokens
 
     @property
     def url(self) -> str:
-        return f"sc://{self.host}:{self.port}"
+        """The URL clients connect to, without the token (it is sent apart: ``server_token``)."""
+        return f"sc://{CLIENT_HOST}:{self.port}"
 
     @property
     def since(self) -> datetime:
@@ -70,10 +93,14 @@ def record_path(root: Path) -> Path:
     return root / ".ivm" / "server.json"
 
 
-def read_record(root: Path) -> ServerRecord | None:
-    """The project's server record; None if there is none (or it is unreadable: removed)."""
+def read_record(root: Path, any_mode: bool = False) -> ServerRecord | None:
+    """The project's server record; None if there is none (or it is unreadable: removed).
+
+    A record that is not its owner's alone is refused (``check_private``); with ``any_mode``
+    one that others can read is not (``ivm server stop`` ends the server its token opens)."""
     path = record_path(root)
     try:
+        check_private(path, any_mode)
         return ServerRecord(**json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
         return None
@@ -82,14 +109,46 @@ def read_record(root: Path) -> ServerRecord | None:
         return None
 
 
+def check_private(path: Path, any_mode: bool = False) -> None:
+    """Raise EnvironmentProblem unless the record at ``path`` is this user's and (unless
+    ``any_mode``) only they can read or write it: others may know its token, or have pointed
+    it at their own server."""
+    found = path.lstat()
+    if found.st_uid != os.getuid():
+        raise EnvironmentProblem(
+            f"{path} belongs to another user (uid {found.st_uid}), so ivm will not use the server it names",
+            hint=f"if this project is yours, remove it (`rm {path}`) and run `ivm server start`",
+        )
+    mode = stat.S_IMODE(found.st_mode)
+    if not any_mode and (not stat.S_ISREG(found.st_mode) or mode & 0o077):
+        raise EnvironmentProblem(
+            f"{path} is not private to you (mode {mode:04o}, not 0600): other users may have read its token, or changed it",
+            hint=f"`ivm server stop` then `ivm server start` for a new token; or, if no one else can have read it, `chmod 600 {path}`",
+        )
+
+
+def server_token(record: ServerRecord) -> Token:
+    """The token to send to the project's server; a record without one is an error."""
+    path = record_path(Path(record.root))
+    if not record.token:
+        raise EnvironmentProblem(
+            f"this project's ivm server (pid {record.pid}) has no token in {path}: it was started by an ivm before tokens, and any local process can use it",
+            hint="restart it: `ivm server stop`, then `ivm server start`",
+        )
+    return Token(
+        record.token, f"this project's server record ({path})",
+        "the record is stale (changed, or its port is now another server's): `ivm server stop`, then `ivm server start`",
+    )
+
+
 def state(record: ServerRecord) -> State:
     if not _is_server(record.pid):
         return State.GONE
     return State.RUNNING if answers(record.host, record.port, PROBE_TIMEOUT) else State.NOT_ANSWERING
 
 
-def endpoint(root: Path) -> str | None:
-    """The URL of the project's running server, or None when it has none.
+def endpoint(root: Path) -> ServerRecord | None:
+    """The record of the project's running server, or None when it has none.
 
     A record whose server is gone (killed, machine restarted) is removed, with a note: the
     command runs Spark itself, on the same catalog. A server that lives but does not answer
@@ -100,7 +159,7 @@ def endpoint(root: Path) -> str | None:
         return None
     found = state(record)
     if found is State.RUNNING:
-        return record.url
+        return record
     if found is State.NOT_ANSWERING:
         raise EnvironmentProblem(
             f"this project's ivm server (pid {record.pid}) does not answer at {record.url}",
@@ -123,6 +182,7 @@ def start(config: Config, root: Path) -> tuple[ServerRecord, bool]:
     if existing is not None:
         found = state(existing)
         if found is State.RUNNING:
+            server_token(existing)  # one started without a token must be restarted
             return existing, False
         if found is State.NOT_ANSWERING:
             raise EnvironmentProblem(
@@ -131,12 +191,13 @@ def start(config: Config, root: Path) -> tuple[ServerRecord, bool]:
             )
         record_path(root).unlink(missing_ok=True)
     check_java()
-    state_dir = root / ".ivm"
-    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir = _private_folder(root / ".ivm")
     log_path = state_dir / "server.log"
     port = _free_port()
     command = _command(config, root, port)
-    environment = {**os.environ, "SPARK_HOME": _spark_home()}
+    token = secrets.token_urlsafe(32)
+    # The token goes by the environment, not by --conf: a command line is everyone's to see.
+    environment = {**os.environ, "SPARK_HOME": _spark_home(), TOKEN_VARIABLE: token}
     if config.is_embedded:
         environment.setdefault("SPARK_LOCAL_IP", HOST)
     log_start = log_path.stat().st_size if log_path.exists() else 0
@@ -146,16 +207,41 @@ def start(config: Config, root: Path) -> tuple[ServerRecord, bool]:
             start_new_session=True,  # its own process group: the JVM outlives this command
         )
         record = ServerRecord(process.pid, HOST, port, str(root), datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                              str(log_path))
-        record_path(root).write_text(json.dumps(asdict(record), indent=2) + "\n", encoding="utf-8")
+                              str(log_path), token)
+        write_record(record)
         _wait_until_serving(process, record, log_start)
     _open_catalog(record, log_start)
     return record, True
 
 
+def write_record(record: ServerRecord) -> None:
+    """Write the project's record, readable by its owner only from its first byte: a new
+    file made with mode 0600, then renamed over the old one (a reader sees one or the other)."""
+    path = record_path(Path(record.root))
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.unlink(missing_ok=True)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchmod(descriptor, 0o600)  # whatever the umask took away
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(asdict(record), indent=2) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _private_folder(path: Path) -> Path:
+    """``path`` made if missing, and made its owner's alone (mode 0700): it holds the token,
+    beside the catalog and the logs."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
 def stop(root: Path) -> tuple[ServerRecord | None, State | None]:
     """Stop the project's server (and its JVM); (its record, the state it was found in)."""
-    record = read_record(root)
+    record = read_record(root, any_mode=True)
     if record is None:
         return None, None
     found = state(record)
@@ -169,6 +255,7 @@ def _command(config: Config, root: Path, port: int) -> list[str]:
     """spark-submit running the Connect server with the project's settings on ``port``."""
     settings = {
         "spark.log.level": "WARN",  # not a line per request into server.log
+        **_driver_authentication(config),
         **start_settings(config, root),
         "spark.connect.grpc.binding.address": HOST,
         "spark.connect.grpc.binding.port": str(port),
@@ -180,6 +267,14 @@ def _command(config: Config, root: Path, port: int) -> list[str]:
     for key, value in settings.items():
         command += ["--conf", f"{key}={value}"]
     return command
+
+
+def _driver_authentication(config: Config) -> dict[str, str]:
+    """With a local master, Spark's own driver ports (RPC, block manager) ask for a secret
+    too, one Spark makes at start and keeps in the JVM: the server runs for long, and they
+    are on this machine's loopback as well. (A cluster master needs a secret shared with its
+    workers, which is the cluster's to set in ivm.yaml's spark.conf.)"""
+    return {"spark.authenticate": "true"} if config.spark.master.startswith("local") else {}
 
 
 def _spark_home() -> str:
@@ -215,7 +310,7 @@ def _open_catalog(record: ServerRecord, log_start: int) -> None:
     """Open the catalog through the server now: a catalog another process holds is an error
     here rather than in the next command, and the server's first query is paid here."""
     try:
-        connect_session(record.url).sql("SHOW DATABASES").collect()
+        connect_session(record.url, token=server_token(record)).sql("SHOW DATABASES").collect()
     except Exception as exc:  # a Derby lock arrives wrapped in several Hive errors
         _end(record.pid)
         record_path(Path(record.root)).unlink(missing_ok=True)

@@ -13,7 +13,9 @@ unless ``verbose`` is set.
 
 Instead of starting a JVM, a command connects through Spark Connect when ``ivm.yaml`` names
 an endpoint (``spark.remote``) or the project's own server runs (``ivm server start``,
-``ivm_sql.server``), which keeps the same catalog warm between commands.
+``ivm_sql.server``), which keeps the same catalog warm between commands. Either may want a
+token (``Token``): the project's server keeps its own in ``.ivm/server.json``; a remote's is
+read from the environment variable ivm.yaml names (``spark.token_env``).
 """
 
 from __future__ import annotations
@@ -26,15 +28,17 @@ import shutil
 import socket
 import subprocess
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from delta import configure_spark_with_delta_pip
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from ivm_sql.config import Config, connect_address
+from ivm_sql.config import TOKEN_HINT, Config, SparkSettings, connect_address
 from ivm_sql.errors import EnvironmentProblem
 
 MIN_JAVA = 17
@@ -178,31 +182,102 @@ def answers(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> bool:
         return False
 
 
-def connect_session(url: str, settings: dict[str, str] | None = None) -> SparkSession:
-    """A Spark Connect session at ``url``; ``settings`` are set on it (Spark ignores the
-    ones fixed at the server's start). An endpoint that does not answer is one message,
-    at once, not pyspark's minutes of retries."""
+@dataclass(frozen=True)
+class Token:
+    """A Spark Connect token, and what to tell the user if the server refuses it.
+
+    The token is sent as gRPC call credentials; pyspark sends them without TLS (over gRPC's
+    local credentials) only to a host written ``localhost``, and insists on TLS for any
+    other (``ChannelBuilder.toChannel``). It is never shown: not in a URL ivm prints, not in
+    a message, not in this object's repr.
+    """
+
+    value: str = field(repr=False)
+    source: str  # where it came from, e.g. "the environment variable MY_TOKEN"
+    hint: str  # what to do when the server refuses it
+
+
+def remote_token(spark: SparkSettings) -> Token | None:
+    """The token for ``spark.remote``, from the environment variable ivm.yaml names in
+    ``spark.token_env``; None when it names none. Named but unset (or empty) is an error."""
+    name = spark.token_env
+    if name is None:
+        return None
+    value = os.environ.get(name, "")
+    if not value:
+        raise EnvironmentProblem(
+            f"spark.token_env in ivm.yaml names the environment variable {name}, which is {'empty' if name in os.environ else 'not set'}",
+            hint=f"set {name} to the token of the Spark Connect server at {spark.remote}",
+        )
+    return Token(value, f"the environment variable {name}", f"set {name} to the token of the server at {spark.remote}")
+
+
+def connect_session(url: str, settings: dict[str, str] | None = None, token: Token | None = None) -> SparkSession:
+    """A Spark Connect session at ``url`` (a URL without a token), sending ``token``;
+    ``settings`` are set on it (Spark ignores the ones fixed at the server's start). An
+    endpoint that does not answer is one message, at once, not pyspark's minutes of
+    retries; so is one that refuses the token (or its absence)."""
     host, port = connect_address(url)
     if not answers(host, port):
         raise EnvironmentProblem(
             f"no Spark Connect server answers at {url}",
             hint="start it, or fix spark.remote in ivm.yaml (or run `ivm server start`)",
         )
-    builder = SparkSession.builder.remote(url)
-    for key, value in (settings or {}).items():
-        builder = builder.config(key, value)
-    try:
-        spark = builder.getOrCreate()
-    except Exception as exc:  # a missing client package, a refused token, ...
-        raise EnvironmentProblem(f"cannot connect to Spark at {url}: {str(exc).strip().splitlines()[0]}") from None
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    # pyspark retries an unreachable server for about 10 minutes; a few seconds is enough to
-    # ride out a hiccup, and a server that died mid-command then fails the command.
-    spark.client.set_retry_policies([DefaultPolicy(max_retries=4)])
+    builder = SparkSession.builder.remote(_with_token(url, token))
+    try:
+        spark = builder.getOrCreate()  # no call to the server yet
+        # pyspark retries an unreachable server for about 10 minutes; a few seconds is enough
+        # to ride out a hiccup, and a server that died mid-command then fails the command.
+        spark.client.set_retry_policies([DefaultPolicy(max_retries=4)])
+        spark.version  # the first call: a refused token shows here
+        for key, value in (settings or {}).items():
+            builder = builder.config(key, value)
+        builder.getOrCreate()  # sets them on the session just made
+    except Exception as exc:  # a missing client package, a refused token, ...
+        _forget_failed_session()
+        raise _connect_failure(url, token, exc) from None
     for name in QUERY_CONTEXT_LOGGERS:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     return spark
+
+
+def _with_token(url: str, token: Token | None) -> str:
+    """``url`` with ``;token=`` among its parameters (pyspark's form; the value quoted)."""
+    if token is None:
+        return url
+    quoted = urllib.parse.quote(token.value, safe="")
+    return f"{url};token={quoted}" if "/;" in url else f"{url.rstrip('/')}/;token={quoted}"
+
+
+def _connect_failure(url: str, token: Token | None, exc: Exception) -> EnvironmentProblem:
+    """One message for a failed connection; a refused token (or a missing one) in words."""
+    text = str(exc)
+    if "UNAUTHENTICATED" not in text:
+        return EnvironmentProblem(f"cannot connect to Spark at {url}: {text.strip().splitlines()[0]}")
+    if token is None:
+        return EnvironmentProblem(
+            f"the Spark Connect server at {url} refused the connection: it asks for a token, and ivm sent none",
+            hint=TOKEN_HINT,
+        )
+    return EnvironmentProblem(
+        f"the Spark Connect server at {url} refused the token from {token.source}: it is not the server's token",
+        hint=token.hint,
+    )
+
+
+def _forget_failed_session() -> None:
+    """Stop the Connect session a failed connection left behind, if any: pyspark keeps it as
+    the process's default, and would hand it to the next ``getOrCreate`` whatever its URL."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    failed = ConnectSession.getActiveSession()
+    if failed is not None:
+        try:
+            failed.stop()
+        except Exception:  # stopping tells the server, which may refuse that too
+            pass
 
 
 def is_connect(spark) -> bool:
@@ -229,12 +304,12 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
     if existing is not None:
         return existing
     if config.spark.remote is not None:
-        return connect_session(config.spark.remote, session_settings(config, project_dir))
-    from ivm_sql.server import endpoint  # the server module builds on this one
+        return connect_session(config.spark.remote, session_settings(config, project_dir), remote_token(config.spark))
+    from ivm_sql.server import endpoint, server_token  # the server module builds on this one
 
-    url = endpoint(project_dir)
-    if url is not None:  # the server was started with this project's settings
-        return connect_session(url)
+    record = endpoint(project_dir)
+    if record is not None:  # the server was started with this project's settings
+        return connect_session(record.url, token=server_token(record))
     check_java()
     if config.is_embedded:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -14,20 +14,31 @@ Every case checks:
 Cases that need no catalog run with Spark's start forbidden, so a views file or ivm.yaml
 mistake is known to be reported before Spark is paid for. The others share the test run's
 Spark session: the views and command-line cases one migrated database, the migration cases
-a database each.
+a database each. The server cases (a server record others could read, a missing or wrong
+token) run the `ivm` executable in a process of its own, as a user would, since a Spark
+session already in the process would be used instead of the server; those a server must
+refuse meet a real one (marked ``server``).
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner, Result
 
 import ivm_sql.session
+from ivm_sql import server as servers
 from ivm_sql.cli import app
 from test_cli import keep_current_database, tables_of  # noqa: F401 (autouse fixture)
 
@@ -140,6 +151,12 @@ CONFIG = [
     Case("master-is-empty", {"ivm.yaml": "spark:\n  master:\n"}, ("status",), "spark.master must be a string, not empty", "ivm.yaml:2"),
     Case("tab-indentation", {"ivm.yaml": "spark:\n\tmaster: local\n"}, ("status",), "invalid YAML", "ivm.yaml:2"),
     Case("config-not-utf8", {"ivm.yaml": b"database: caf\xe9\n"}, ("status",), "not UTF-8", "ivm.yaml"),
+    Case("token-in-remote-url", {"ivm.yaml": "spark:\n  remote: sc://host:15002/;token=s3cret\n"}, ("status",),
+         "spark.remote must not hold the server's token", "ivm.yaml:2"),
+    Case("token-in-spark-conf", {"ivm.yaml": "spark:\n  conf:\n    spark.connect.authenticate.token: s3cret\n"}, ("status",),
+         "spark.conf must not set spark.connect.authenticate.token", "ivm.yaml:3"),
+    Case("token-env-without-remote", {"ivm.yaml": "# mine\nspark:\n  token_env: SHOP_TOKEN\n"}, ("status",),
+         "spark.token_env is set without spark.remote", "ivm.yaml:3"),
 ]
 
 # the command line: found before Spark starts --------------------------------------------------
@@ -348,8 +365,120 @@ def test_refused_migration(case: Case, spark: SparkSession, tmp_path: Path) -> N
         assert tables_of(spark, database) == case.tables_after
 
 
+# the project's server record and the tokens: in an `ivm` process of its own -----------------
+
+@dataclass(frozen=True)
+class ServerCase:
+    """A server record or a token ivm must refuse: the project's ivm.yaml (``{port}``: the
+    test server's), its server record if it has one (the test server's pid and port, this
+    token, mode and owner), the environment variables set, and words the message says."""
+
+    id: str
+    config: str
+    says: str
+    record: bool = False
+    token: str | None = "s3cret-token"
+    mode: int = 0o600
+    owner: int | None = None  # a uid other than ours
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+REMOTE = "database: shop\nspark:\n  remote: sc://localhost:{port}\n"
+# found before any connection: no server needed
+SERVER_RECORDS = [
+    ServerCase("server-record-readable-by-others", "database: shop\n", "is not private to you (mode 0644, not 0600)",
+               record=True, mode=0o644),
+    ServerCase("server-record-writable-by-group", "database: shop\n", "is not private to you (mode 0620, not 0600)",
+               record=True, mode=0o620),
+    ServerCase("server-record-of-another-user", "database: shop\n", "belongs to another user (uid 65534)",
+               record=True, owner=65534),
+    ServerCase("token-env-unset", REMOTE + "  token_env: IVM_TEST_UNSET_TOKEN\n",
+               "names the environment variable IVM_TEST_UNSET_TOKEN, which is not set"),
+    ServerCase("token-env-empty", REMOTE + "  token_env: IVM_TEST_TOKEN\n",
+               "names the environment variable IVM_TEST_TOKEN, which is empty", env={"IVM_TEST_TOKEN": ""}),
+]
+# refused by a real server
+SERVER_REFUSES = [
+    ServerCase("server-record-without-a-token", "database: shop\n", "has no token in", record=True, token=None),
+    ServerCase("server-record-with-a-wrong-token", "database: shop\n",
+               "refused the token from this project's server record", record=True),
+    ServerCase("remote-without-a-token", REMOTE, "refused the connection: it asks for a token, and ivm sent none"),
+    ServerCase("remote-with-a-wrong-token", REMOTE + "  token_env: IVM_TEST_TOKEN\n",
+               "refused the token from the environment variable IVM_TEST_TOKEN", env={"IVM_TEST_TOKEN": "s3cret-token"}),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[servers.ServerRecord]:
+    """A real ivm server, of a project of its own; stopped at the end whatever happened."""
+    root = tmp_path_factory.mktemp("served")
+    (root / "ivm.yaml").write_text("database: served\n")
+    try:
+        started = ivm_process(root, ("server", "start"), {}, timeout=400)
+        assert started.exit_code == 0, started.stderr
+        record = servers.read_record(root)
+        assert record is not None
+        yield record
+    finally:
+        servers.stop(root)
+
+
+def ivm_process(root: Path, args: tuple[str, ...], env: dict[str, str], timeout: float = 120) -> SimpleNamespace:
+    """`ivm -p ROOT ARGS` in a process of its own, its outcome shaped as CliRunner's."""
+    environment = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "COLUMNS": "250", **env}
+    environment.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)  # pyspark's fallback token
+    done = subprocess.run([sys.executable, "-m", "ivm_sql.cli", "-p", str(root), *args],
+                          capture_output=True, text=True, timeout=timeout, env=environment)
+    return SimpleNamespace(exit_code=done.returncode, stdout=done.stdout, stderr=done.stderr, exception=None)
+
+
+def check_server_case(case: ServerCase, root: Path, pid: int, port: int) -> None:
+    """Write the case's project, run a command, and check it is refused in one message that
+    names no token, and that nothing changed (the record stays: it is the user's to fix)."""
+    (root / "ivm.yaml").write_text(case.config.format(port=port), encoding="utf-8")
+    if case.record:
+        record = servers.ServerRecord(pid, "127.0.0.1", port, str(root), "2026-01-01T00:00:00+00:00", str(root / "log"), case.token)
+        (root / ".ivm").mkdir(mode=0o700)
+        servers.write_record(record)
+        servers.record_path(root).chmod(case.mode)
+        if case.owner is not None:
+            os.chown(servers.record_path(root), case.owner, -1)
+    before = snapshot(root)
+    result = ivm_process(root, ("sql", "SELECT 1"), case.env)
+    assert_one_clear_message(result, Case(case.id, {}, (), case.says), root)  # type: ignore[arg-type]
+    assert "s3cret" not in result.stderr
+    assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("case", SERVER_RECORDS, ids=str)
+def test_server_record_or_token_refused_before_connecting(case: ServerCase, tmp_path: Path) -> None:
+    if case.owner is not None and os.getuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    with closed_port() as port:
+        check_server_case(case, tmp_path, pid=1, port=port)  # pid 1 is no server: a record used would be gone
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("case", SERVER_REFUSES, ids=str)
+def test_server_refuses_a_missing_or_wrong_token(case: ServerCase, server: servers.ServerRecord, tmp_path: Path) -> None:
+    check_server_case(case, tmp_path, server.pid, server.port)
+
+
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A port of this machine nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        yield probe.getsockname()[1]
+
+
 def test_the_corpus_is_large_and_its_cases_distinct() -> None:
     cases = VIEW_SYNTAX + VIEW_STATEMENTS + CONFIG + COMMAND_LINE + CATALOG + MIGRATIONS
     assert len({c.id for c in cases}) == len(cases)
     assert len({(tuple(sorted(map(str, c.files.items()))), c.args) for c in cases}) == len(cases)
     assert len(cases) + len(USAGE) >= 60
+    server_cases = SERVER_RECORDS + SERVER_REFUSES
+    assert len({c.id for c in cases + server_cases}) == len(cases) + len(server_cases)

@@ -9,28 +9,32 @@ A server found gone (killed) is reported and its record removed, and commands th
 themselves on the same catalog, with a note: the server only keeps a JVM warm, it holds
 nothing the catalog does not. A server whose process lives but does not answer still holds
 the catalog, so commands stop at once with one message.
+
+The server asks every client for the token in its record (mode 0600, in a folder of mode
+0700): a client without it, or with another, is refused; ivm's commands and its Python API
+send it.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import json
 import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from ivm_sql.runtime.delta_log import DeltaLog, HistoryFolder, LocalFolder
 from ivm_sql.server import SERVER_CLASS, ServerRecord, read_record, record_path, stop
+from ivm_sql.server import write_record as write
 
 pytestmark = pytest.mark.server
 
@@ -75,6 +79,43 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Ser
         stop(root)
 
 
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_record_and_its_folder_are_the_owners_alone(served: tuple[Path, ServerRecord]) -> None:
+    root, record = served
+    assert mode(record_path(root)) == 0o600 and mode(root / ".ivm") == 0o700
+    assert record.token and len(record.token) >= 40
+    assert record.token not in repr(record)
+    command_line = Path(f"/proc/{record.pid}/cmdline").read_bytes()  # what `ps` shows everyone
+    assert SERVER_CLASS.encode() in command_line and record.token.encode() not in command_line
+    assert record.token not in ok(root, "server", "status") + ok(root, "server", "start")
+
+
+@pytest.mark.parametrize("url", ["sc://127.0.0.1:{port}", "sc://localhost:{port}", "sc://localhost:{port}/;token=wrong"],
+                         ids=["no-token", "no-token-localhost", "wrong-token"])
+def test_a_client_without_the_token_is_refused(served: tuple[Path, ServerRecord], url: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's reproduction: any local process asks for the project's rows and for a file
+    outside it. Refused, by the server itself."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    monkeypatch.delenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", raising=False)  # pyspark's fallback
+    _, record = served
+    spark = ConnectSession.builder.remote(url.format(port=record.port)).create()
+    try:
+        for query in ("SELECT count(*) FROM shop.orders", "SELECT * FROM text.`/etc/hostname`"):
+            with pytest.raises(Exception, match="UNAUTHENTICATED") as refused:
+                spark.sql(query).collect()
+            assert ("No authentication token" if "wrong" not in url else "Invalid authentication token") in str(refused.value)
+    finally:
+        try:
+            spark.stop()
+        except Exception:  # stopping asks the server too, which refuses
+            pass
+
+
 def test_commands_of_the_project_use_the_server(served: tuple[Path, ServerRecord]) -> None:
     root, _ = served
     assert "0002_seed.sql: 3 applied" in ok(root, "migrate")
@@ -91,13 +132,43 @@ def test_commands_of_the_project_use_the_server(served: tuple[Path, ServerRecord
     assert not (root / ".ivm" / "spark.log").exists()  # no command started a JVM of its own
 
 
+def test_the_python_api_sends_the_token(served: tuple[Path, ServerRecord]) -> None:
+    """``Project.open`` in a program of its own (no Spark session in it yet) uses the server."""
+    root, _ = served
+    program = (
+        "from ivm_sql.project import Project\n"
+        f"project = Project.open({str(root)!r})\n"
+        "print(project.sql(\"SELECT count(*) FROM orders\").rows, type(project.spark).__module__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                            env={k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[(6,)]", "pyspark.sql.connect.session"]
+
+
+def test_ivm_meeting_a_refusal_says_so(served: tuple[Path, ServerRecord]) -> None:
+    """A record whose token is not the server's (stale, or changed): one message, exit 1."""
+    root, record = served
+    try:
+        write(replace(record, token="not-the-servers"))
+        refused = ivm(root, "sql", "SELECT 1", timeout=60)
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr.startswith(
+            f"environment: the Spark Connect server at sc://localhost:{record.port} refused the token from this project's server record"
+        )
+        assert "`ivm server stop`, then `ivm server start`" in refused.stderr
+        assert "not-the-servers" not in refused.stderr
+    finally:
+        write(record)
+
+
 def test_a_log_read_through_spark_sql_says_what_the_files_say(served: tuple[Path, ServerRecord]) -> None:
     """Over Spark Connect a table this machine cannot read has its log read through
     DESCRIBE HISTORY (HistoryFolder); here both readers see the same local tables."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     _, record = served
-    spark = ConnectSession.builder.remote(record.url).getOrCreate()
+    spark = ConnectSession.builder.remote(f"{record.url}/;token={record.token}").getOrCreate()
     try:
         files, history = DeltaLog(spark), DeltaLog(spark)
         for table in ("shop.orders", "shop.__ivm_revenue_by_country"):
@@ -117,18 +188,20 @@ def test_a_log_read_through_spark_sql_says_what_the_files_say(served: tuple[Path
 
 def test_status_says_what_it_serves_and_since_when(served: tuple[Path, ServerRecord]) -> None:
     root, record = served
-    assert record.host == "127.0.0.1"
+    assert record.host == "127.0.0.1"  # where it binds; clients write localhost (see server.py)
     assert ok(root, "server", "status").strip() == (
-        f"running: ivm server for {root} at sc://127.0.0.1:{record.port} (pid {record.pid}) "
+        f"running: ivm server for {root} at sc://localhost:{record.port} (pid {record.pid}) "
         f"since {record.since:%Y-%m-%d %H:%M:%S} UTC"
     )
     again = ok(root, "server", "start")
     assert again.startswith("already running") and f"(pid {record.pid})" in again
 
 
-def test_spark_remote_connects_to_an_endpoint(served: tuple[Path, ServerRecord], tmp_path: Path) -> None:
+def test_spark_remote_connects_to_an_endpoint(served: tuple[Path, ServerRecord], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     _, record = served
-    (tmp_path / "ivm.yaml").write_text(f"database: shop\nspark:\n  remote: {record.url}\n")
+    (tmp_path / "ivm.yaml").write_text(f"database: shop\nspark:\n  remote: {record.url}\n  token_env: SHOP_TOKEN\n")
+    monkeypatch.setenv("SHOP_TOKEN", record.token)
     assert "6" in ok(tmp_path, "sql", "SELECT count(*) AS n FROM orders").split()
     assert ok(tmp_path, "server", "status").strip() == f"{tmp_path} connects to {record.url} (spark.remote in ivm.yaml)"
     assert not (tmp_path / ".ivm").exists()
@@ -156,7 +229,7 @@ def test_a_server_that_does_not_answer_is_an_error_not_a_hang(tmp_path: Path) ->
         started = time.monotonic()
         command = ivm(tmp_path, "sql", "SELECT 1", timeout=30)
         assert command.returncode == 1 and time.monotonic() - started < 20
-        assert f"ivm server (pid {stand_in.pid}) does not answer at sc://127.0.0.1:1" in command.stderr
+        assert f"ivm server (pid {stand_in.pid}) does not answer at sc://localhost:1" in command.stderr
         assert ok(tmp_path, "server", "stop").strip() == f"stopped the ivm server for {tmp_path} (pid {stand_in.pid})"
         assert stand_in.wait(timeout=10) == -signal.SIGTERM
         assert not record_path(tmp_path).exists()
@@ -182,7 +255,8 @@ def test_a_killed_server_is_reported_and_commands_fall_back(served: tuple[Path, 
     assert not record_path(root).exists()
 
 
-def write_record(root: Path, pid: int, port: int) -> None:
-    record = ServerRecord(pid, "127.0.0.1", port, str(root), "2026-01-01T00:00:00+00:00", str(root / ".ivm" / "server.log"))
+def write_record(root: Path, pid: int, port: int, token: str | None = "a-token") -> None:
+    """A record as ivm writes it (mode 0600), naming ``pid``, ``port`` and ``token``."""
+    record = ServerRecord(pid, "127.0.0.1", port, str(root), "2026-01-01T00:00:00+00:00", str(root / ".ivm" / "server.log"), token)
     record_path(root).parent.mkdir(parents=True, exist_ok=True)
-    record_path(root).write_text(json.dumps(asdict(record)))
+    write(record)
