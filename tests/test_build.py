@@ -161,6 +161,16 @@ def test_union_branch_may_repeat_a_name_the_first_branch_gives_the_names() -> No
     assert node.branches[1].columns == ("a", "d", "c")
 
 
+@pytest.mark.parametrize("operation", ["INTERSECT", "EXCEPT", "INTERSECT ALL", "EXCEPT ALL"])
+def test_intersect_and_except_branch_may_repeat_a_name_as_union_may(operation: str) -> None:
+    """Found by the view fuzzer: INTERSECT and EXCEPT refused a later branch's repeated name
+    that UNION accepts (Spark accepts both)."""
+    node = root(f"CREATE VIEW v AS SELECT a AS x, b AS y FROM t {operation} SELECT a, a FROM u")
+    assert isinstance(node, Recompute)
+    assert node.columns[:2] == ("x", "y")
+    assert node.sources[1][1].columns == ("a", "y")  # the repeat renamed; set operations match by position
+
+
 def test_first_branch_repeating_a_name_is_refused() -> None:
     with pytest.raises(SqlError, match="two columns named a"):
         root("CREATE VIEW v AS SELECT a, b AS a FROM t UNION ALL SELECT a, d FROM u")

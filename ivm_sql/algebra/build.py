@@ -85,7 +85,8 @@ class Builder:
         if isinstance(query, (exp.Intersect, exp.Except)):
             _check_known(self, query, UNION_CLAUSES)
             self._check_order_limit(query)
-            return setops.build(query, self.query(query.left, ctes), self.query(query.right, ctes))
+            left = self.query(query.left, ctes)
+            return setops.build(query, left, self.query(_named_like(query.right, left.columns), ctes))
         if isinstance(query, exp.Subquery):
             return self.query(query.this, ctes)
         if not isinstance(query, exp.Select):
@@ -262,11 +263,12 @@ def _unalias(expression: exp.Expression) -> exp.Expression:
 
 
 def _named_like(branch: exp.Expression, names: tuple[str, ...]) -> exp.Expression:
-    """A later UNION branch whose own names repeat, its repeats renamed after the union's.
+    """A later branch of a set operation whose own names repeat, its repeats renamed after
+    the first branch's.
 
-    Only the first branch names a union's columns, so Spark accepts ``SELECT id, avg_bal,
+    Only the first branch names a set operation's columns, so Spark accepts ``SELECT id, avg_bal,
     'avg_bal'`` as a second branch though two of its columns are named avg_bal; renaming
-    the repeats positionally changes nothing the union outputs."""
+    the repeats positionally changes nothing the operation outputs."""
     if not isinstance(branch, exp.Select) or len(branch.expressions) != len(names):
         return branch
     own = [e.alias_or_name.lower() for e in branch.expressions]
