@@ -20,31 +20,17 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 sys.path.insert(0, str(TESTS))  # first: this file is fuzz.py too
 
+from conftest import SESSION_SETTINGS, write_project  # noqa: E402
 from fuzz import fuzz  # noqa: E402  (tests/fuzz.py)
 
 from ivm_sql.config import Config, SparkSettings  # noqa: E402
 from ivm_sql.session import build_session  # noqa: E402
 
-# tests/conftest.py's session settings
-SPARK_CONF = {
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.adaptive.enabled": "false",
-    "spark.driver.memory": "4g",
-}
-
-
 def project_maker(folder: Path):
     """Like tests/conftest.py's tmp_project: a fresh folder per project, its own database."""
 
     def make_project(files: dict[str, str]) -> Path:
-        root = folder / f"project_{uuid.uuid4().hex[:8]}"
-        database = f"fuzz_{root.name[len('project_'):]}"
-        files = {**files, "ivm.yaml": files.get("ivm.yaml", "") + f"database: {database}\n"}
-        for name, text in files.items():
-            path = root / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        return root
+        return write_project(folder / f"project_{uuid.uuid4().hex[:8]}", files)
 
     return make_project
 
@@ -58,7 +44,7 @@ def main() -> int:
     parser.add_argument("--shrink-seconds", type=float, default=300, help="time for new runs while shrinking a failure")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ivm_fuzz_") as folder:
-        spark = build_session(Config(spark=SparkSettings(conf=SPARK_CONF)), Path(folder) / "spark")
+        spark = build_session(Config(spark=SparkSettings(conf=SESSION_SETTINGS)), Path(folder) / "spark")
         try:
             report = fuzz(spark, project_maker(Path(folder)), views=args.views, rounds=args.rounds, seed=args.seed,
                           batch=args.batch, shrink_seconds=args.shrink_seconds, log=lambda line: print(line, flush=True))

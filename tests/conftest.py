@@ -23,6 +23,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
 
 
+# The test tables hold a few rows, so adaptive query execution only adds planning work.
+SESSION_SETTINGS = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
+    # hundreds of Delta tables by the end of the run: with Spark's default 1g heap, the
+    # TPC-H comparisons ran out of memory for broadcasts (or timed out in GC)
+    "spark.driver.memory": "4g",
+}
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     """The one Spark session of the test run, with its catalog in a temporary directory.
@@ -30,14 +40,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     The test tables hold a few rows, so adaptive query execution only adds planning work
     (measured: a 4-view refresh of the demo 11.5 s with it and C1-only JIT, 8 s without).
     """
-    settings = {
-        "spark.sql.shuffle.partitions": "2",
-        "spark.sql.adaptive.enabled": "false",
-        # hundreds of Delta tables by the end of the run: with Spark's default 1g heap, the
-        # TPC-H comparisons ran out of memory for broadcasts (or timed out in GC)
-        "spark.driver.memory": "4g",
-    }
-    config = Config(spark=SparkSettings(conf=settings))
+    config = Config(spark=SparkSettings(conf=SESSION_SETTINGS))
     session = build_session(config, tmp_path_factory.mktemp("spark"))
     yield session
     session.stop()
@@ -52,15 +55,19 @@ def tmp_project(tmp_path_factory: pytest.TempPathFactory) -> MakeProject:
     """
 
     def make_project(files: dict[str, str]) -> Path:
-        root = tmp_path_factory.mktemp("project")
-        files = {**files, "ivm.yaml": _with_own_database(files.get("ivm.yaml", ""))}
-        for name, text in files.items():
-            path = root / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        return root
+        return write_project(tmp_path_factory.mktemp("project"), files)
 
     return make_project
+
+
+def write_project(root: Path, files: dict[str, str]) -> Path:
+    """``files`` written under ``root``, ``ivm.yaml`` with a database of its own."""
+    files = {**files, "ivm.yaml": _with_own_database(files.get("ivm.yaml", ""))}
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
 
 
 def _with_own_database(text: str) -> str:
