@@ -238,6 +238,15 @@ class BatchFailed(AssertionError):
     pass
 
 
+FAILURE_KINDS = ("refused by the compiler", "refresh failed", "plain DML made it", "columns/types differ",
+                 "view differs from its SELECT")
+
+
+def failure_kind(message: str) -> str:
+    """What went wrong, as one of ``FAILURE_KINDS`` (the first the message names)."""
+    return next(kind for kind in FAILURE_KINDS if kind in message)
+
+
 def ready_test(name: str, specs: list[ViewSpec], data_seed: int, rounds: int, message: str) -> str:
     """A pytest function for tests/test_churn.py reproducing a finding."""
     views = "\n".join(
@@ -278,6 +287,9 @@ def search_batch(spark, make_project: MakeProject, slots: int, rounds: int, gene
         elif not failing or time.perf_counter() > shrink_deadline[0]:
             outcomes.run_new = False
         failures = outcomes.failures([g.spec for g in generated])
+        if failing:  # while shrinking, only the first failure's kind counts: the shrink stays on its bug
+            kinds = {failure_kind(message) for message in failing[0][1].values()}
+            failures = {name: message for name, message in failures.items() if failure_kind(message) in kinds}
         if failures:
             if not failing:
                 shrink_deadline[0] = time.perf_counter() + shrink_seconds

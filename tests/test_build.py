@@ -171,6 +171,15 @@ def test_intersect_and_except_branch_may_repeat_a_name_as_union_may(operation: s
     assert node.sources[1][1].columns == ("a", "y")  # the repeat renamed; set operations match by position
 
 
+def test_a_nested_set_operations_first_branch_may_repeat_a_name() -> None:
+    """Found by the view fuzzer: INTERSECT binds tighter than EXCEPT, so the right side of
+    ``A EXCEPT ALL B INTERSECT ALL C`` is ``(B INTERSECT ALL C)``, named by A, not by B."""
+    node = root("CREATE VIEW v AS SELECT a AS x, b AS y FROM t EXCEPT ALL SELECT a, a FROM u "
+                "INTERSECT ALL SELECT d, d FROM u")
+    assert isinstance(node, Recompute)
+    assert node.columns[:2] == ("x", "y")
+
+
 def test_first_branch_repeating_a_name_is_refused() -> None:
     with pytest.raises(SqlError, match="two columns named a"):
         root("CREATE VIEW v AS SELECT a, b AS a FROM t UNION ALL SELECT a, d FROM u")

@@ -268,7 +268,12 @@ def _named_like(branch: exp.Expression, names: tuple[str, ...]) -> exp.Expressio
 
     Only the first branch names a set operation's columns, so Spark accepts ``SELECT id, avg_bal,
     'avg_bal'`` as a second branch though two of its columns are named avg_bal; renaming
-    the repeats positionally changes nothing the operation outputs."""
+    the repeats positionally changes nothing the operation outputs. A branch that is itself
+    a set operation (in parentheses or not) is named by its own first branch."""
+    if isinstance(branch, (exp.SetOperation, exp.Subquery)):
+        renamed = branch.copy()
+        renamed.set("this", _named_like(branch.this, names))
+        return renamed
     if not isinstance(branch, exp.Select) or len(branch.expressions) != len(names):
         return branch
     own = [e.alias_or_name.lower() for e in branch.expressions]
