@@ -55,6 +55,8 @@ def main() -> int:
         for message in finding.messages.values():
             print("#   " + message.replace("\n", "\n#   "))
         print(test)
+    for where, reason in report.unrunnable.items():
+        print(f"# not compared ({where}): {reason}")
     print(report.summary())
     return 1 if report.findings else 0
 

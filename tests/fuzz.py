@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
 from hypothesis import seed as hypothesis_seed
 
 from ivm_sql.errors import IvmError
@@ -44,10 +46,12 @@ EMPTIED = {2: "orders", 3: "products"}
 @dataclass
 class BatchRun:
     """What one project run found: per view its first failure; views dropped because a view
-    they read failed; the views compared, and how many (view, refresh) pairs."""
+    they read failed; views whose SELECT Spark itself cannot run (so nothing to compare
+    with: not ivm's failure); the views compared, and how many (view, refresh) pairs."""
 
     failures: dict[str, str] = field(default_factory=dict)
     skipped: set[str] = field(default_factory=set)
+    unrunnable: dict[str, str] = field(default_factory=dict)
     views_compared: set[str] = field(default_factory=set)
     compared: int = 0
     seconds: float = 0.0
@@ -121,14 +125,32 @@ class BatchProject:
             self.run.failures.setdefault(name, f"view {name}, {label}: plain DML made it {report.action} ({report.reason})")
 
     def compare(self, label: str) -> None:
-        """Compare every live view with its SELECT; keep each view's first failure."""
+        """Compare every live view with its SELECT; keep each view's first failure. When
+        Spark fails to run the comparison, the views are compared one by one, and each view
+        whose SELECT Spark cannot run is set aside with the reason."""
         if not self.live:
             return
-        for message in compare_views(self.project.spark, self.project.database, self.live, label):
+        try:
+            messages = compare_views(self.project.spark, self.project.database, self.live, label)
+        except (PySparkException, Py4JJavaError):
+            messages = []
+            for spec in list(self.live):
+                if spec in self.live:  # not set aside with a view it reads
+                    messages += self._compare_alone(spec, label)
+        for message in messages:
             name = re.match(r"view (\w+),", message).group(1)
             self.run.failures.setdefault(name, message)
         self.run.compared += len(self.live)
         self.run.views_compared.update(s.name for s in self.live)
+
+    def _compare_alone(self, spec: ViewSpec, label: str) -> list[str]:
+        try:
+            return compare_views(self.project.spark, self.project.database, reads_closure(self.live, {spec.name}), label)
+        except (PySparkException, Py4JJavaError) as error:
+            reason = str(error).strip().splitlines()[0][:300]
+            self.run.unrunnable[spec.name] = f"view {spec.name}: Spark cannot run its SELECT: {reason}"
+            self.live = [s for s in self.live if s.name != spec.name and spec.name not in self._reads(s)]
+            return []
 
 
 def run_views(spark, make_project: MakeProject, specs: list[ViewSpec], data_seed: int, rounds: int) -> BatchRun:
@@ -222,12 +244,14 @@ class FuzzReport:
     view_rounds: int = 0  # (view, refresh) pairs compared in the generated batches
     families: Counter = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
+    unrunnable: dict[str, str] = field(default_factory=dict)  # by "batch N view": Spark cannot run its SELECT
     seconds: float = 0.0
 
     def summary(self) -> str:
         return (f"views generated {self.views}, views compared {self.views_compared}, batches {self.batches}, "
                 f"rounds {self.rounds}, "
-                f"view-rounds compared {self.view_rounds}, failures {len(self.findings)} "
+                f"view-rounds compared {self.view_rounds}, failures {len(self.findings)}, "
+                f"views whose SELECT Spark cannot run {len(self.unrunnable)} "
                 f"({self.seconds:.0f}s)")
 
     def tests(self, seed: int) -> list[str]:
@@ -329,6 +353,7 @@ def fuzz(spark, make_project: MakeProject, views: int = 25, rounds: int = 2, see
         report.view_rounds += run.compared if run else 0
         report.views_compared += len(run.views_compared) if run else 0
         report.families.update(f for g in generated for f in g.families)
+        report.unrunnable.update({f"batch {number} {name}": reason for name, reason in (run.unrunnable if run else {}).items()})
         if finding:
             report.findings.append(finding)
         log(f"batch {number}: {len(generated)} views, {rounds} rounds, data seed {data_seed}, "

@@ -486,10 +486,13 @@ def set_operation_view(draw, query: Query, pool: list[Relation]) -> tuple[str, l
         condition = f" WHERE {predicate(draw, query, scope)}" if draw(st.booleans()) else ""
         sides.append((columns, f"FROM {relation.name} {alias}{condition}"))
     outputs = [query.output(column, f"k{i + 1}", kind) for i, (column, kind) in enumerate(zip(sides[0][0], kinds))]
-    # the first side names the columns; a later side's names may repeat (Spark ignores them)
+    # the first side names the columns; a later side's are bare, a repeated one aliased (the
+    # same column twice in a side of EXCEPT ALL breaks Spark's own RewriteExceptAll rule)
     first_columns, first_source = sides[0]
     texts = [f"SELECT {', '.join(f'{c} AS {o.name}' for c, o in zip(first_columns, outputs))} {first_source}"]
-    texts += [f"SELECT {', '.join(columns)} {source}" for columns, source in sides[1:]]
+    for columns, source in sides[1:]:
+        items = [c if c not in columns[:i] else f"{c} AS {o.name}" for i, (c, o) in enumerate(zip(columns, outputs))]
+        texts.append(f"SELECT {', '.join(items)} {source}")
     operators = [draw(st.sampled_from(["UNION ALL", "UNION", "INTERSECT", "INTERSECT ALL", "EXCEPT", "EXCEPT ALL"]))
                  for _ in texts[1:]]
     text = texts[0] + "".join(f"\n{op}\n{t}" for op, t in zip(operators, texts[1:]))
