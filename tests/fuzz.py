@@ -24,20 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-from hypothesis import seed as hypothesis_seed
 
 from ivm_sql.errors import IvmError
 from ivm_sql.project import Project
-from oracle import (INCREMENTAL_ONLY, MIGRATION, MakeProject, RandomChanges, ViewSpec, compare_views, compiled,
-                    table_rows)
+from oracle import (EMPTIED, INCREMENTAL_ONLY, MIGRATION, MakeProject, RandomChanges, ViewSpec, compare_views, compiled,
+                    global_recomputes, plain_dml_recomputed, table_rows)
 from viewgen import FAMILIES, GeneratedView, batches
 
 Log = Callable[[str], None]
-
-# the rounds that empty a table, as in oracle.run_oracle: global aggregates over no rows
-EMPTIED = {2: "orders", 3: "products"}
 
 
 # one project ------------------------------------------------------------------------------
@@ -116,11 +113,7 @@ class BatchProject:
             return
 
     def check_incremental(self, label: str, plans, reports) -> None:
-        global_recomputes = {plan.name: s.strategy for plan in plans for s in plan.stages if s.recomputes_all}
-        for report in reports:
-            if report.action in ("incremental", "unchanged") or (
-                    report.action == "recomputed" and report.reason == global_recomputes.get(report.view)):
-                continue
+        for report in plain_dml_recomputed(reports, global_recomputes(plans)):
             name = report.view.split(".")[-1]
             self.run.failures.setdefault(name, f"view {name}, {label}: plain DML made it {report.action} ({report.reason})")
 
