@@ -2,7 +2,7 @@
 
 A change data feed read across several commits holds both the arrival and the departure;
 consolidated, they cancel. A stateful operator must then write nothing for that key: no
-empty group, no zero-weight row. The oracles (``oracle.RandomChanges.churn``) run these
+empty group, no zero-weight row. The oracles (``oracle.Churn``) run these
 patterns in every round; this file keeps the reductions of bugs they found.
 """
 
