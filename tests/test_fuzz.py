@@ -22,7 +22,7 @@ from viewgen import FAMILIES, TABLES, GeneratedView, batches
 SQL_TYPES = {"int": "int", "str": "string", "dec": "decimal(10,2)"}
 CATALOG = StaticCatalog({f"db.{t.name}": [(c.name, SQL_TYPES[c.kind]) for c in t.columns] for t in TABLES})
 
-GENERATOR = settings(max_examples=40, database=None, deadline=None, phases=(Phase.generate,),
+GENERATOR = settings(max_examples=60, database=None, deadline=None, phases=(Phase.generate,),
                      suppress_health_check=list(HealthCheck))
 
 
@@ -48,15 +48,15 @@ def test_the_generator_reaches_every_family() -> None:
         seen.update(f for g in batch for f in g.families)
 
     collect()
-    assert seen == set(FAMILIES)
+    assert set(FAMILIES) - seen == set(), "families no generated view used"
 
 
 def test_random_views_equal_their_select(spark, tmp_project: MakeProject) -> None:
-    """One batch of eight random views (seed 12: 22 of the 29 families), one round of random
+    """One batch of eight random views (seed 39: 25 of the 29 families), one round of random
     changes: about three minutes on two cores, each view costing about 8 s per refresh and
     comparison. Deeper: bench/fuzz.py."""
-    report = fuzz(spark, tmp_project, views=7, rounds=1, seed=12, batch=8)
-    assert not report.findings, "\n\n".join(report.tests(12))
+    report = fuzz(spark, tmp_project, views=7, rounds=1, seed=39, batch=8)
+    assert not report.findings, "\n\n".join(report.tests(39))
     assert report.views >= 7
     missing = family_coverage(report)
     assert len(missing) <= len(FAMILIES) // 3, f"the batch used too few families; missing {sorted(missing)}"
