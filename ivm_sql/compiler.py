@@ -24,7 +24,7 @@ from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import changes, execution, layout, materialize
+from ivm_sql.physical import changes, execution, layout, materialize, pruning
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
 from ivm_sql.viewdefs import ViewDef
@@ -414,6 +414,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         f"-- each refresh: {changes.describe()}; {materialize.describe()};",
         f"-- layout: {layout.describe()};",
         f"-- execution: {execution.describe()};",
+        f"-- pruning: {pruning.describe()};",
         f"-- each incremental stage: {cost.describe()}.",
     ]
     if CLOCK in symbolic:
@@ -430,6 +431,10 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
             "-- each refresh:",
             to_sql(stage.merge_statement(symbolic)) + ";",
         ]
+        change = stage.change_query(symbolic)
+        pruned = sorted({bound.describe() for bound in pruning.bounds(change)}) if change is not None else []
+        if pruned:
+            lines.append(f"-- join terms read a large input only where the change's keys are: {'; '.join(pruned)}")
         if stage.aggregate is not None and extremes.calls(stage.aggregate):
             lines += _rescan_lines(stage, symbolic)
     lines += ["", "-- what users query:", to_sql(plan.user_view()) + ";"]

@@ -30,7 +30,7 @@ from pyspark.errors import PySparkException
 
 from ivm_sql.errors import IvmError
 from ivm_sql.project import Project
-from oracle import (EMPTIED, INCREMENTAL_ONLY, MIGRATION, MakeProject, RandomChanges, ViewSpec, compare_views, compiled,
+from oracle import (EMPTIED, INCREMENTAL_ONLY, MIGRATION, MakeProject, RandomChanges, ViewSpec, compare_views, as_large,
                     global_recomputes, plain_dml_recomputed, table_rows)
 from viewgen import FAMILIES, GeneratedView, batches
 
@@ -92,7 +92,7 @@ class BatchProject:
     def _reads(self, spec: ViewSpec) -> set[str]:
         return {s.name for s in reads_closure(self.live, {spec.name})} - {spec.name}
 
-    def refresh(self, label: str, compiled_stages: bool, first: bool = False) -> None:
+    def refresh(self, label: str, as_large_tables: bool, first: bool = False) -> None:
         """Refresh, dropping each view that ivm refuses or whose refresh fails. After the
         first refresh, plain DML must be applied incrementally, as in ``oracle.run_oracle``:
         a recompute is a failure unless the view's plan recomputes all on any change."""
@@ -103,7 +103,7 @@ class BatchProject:
                 self.drop(error, "refused by the compiler")
                 continue
             try:
-                with compiled(compiled_stages):
+                with as_large(as_large_tables):
                     reports = self.project.refresh()
             except IvmError as error:
                 self.drop(error, f"{label}: refresh failed")
@@ -149,7 +149,7 @@ class BatchProject:
 def run_views(spark, make_project: MakeProject, specs: list[ViewSpec], data_seed: int, rounds: int) -> BatchRun:
     """One project: random rows from ``data_seed``, a first refresh, ``rounds`` rounds of
     random changes, a refresh and a comparison after each (round 2 empties orders, round 3
-    products; the first refresh and even rounds run compiled, the others interpreted)."""
+    products; the first refresh and even rounds treat every table as large (``oracle.as_large``), the others as it is)."""
     started = time.perf_counter()
     batch = BatchProject(spark, make_project, specs)
     project = batch.project
@@ -157,14 +157,14 @@ def run_views(spark, make_project: MakeProject, specs: list[ViewSpec], data_seed
     changes = RandomChanges(random.Random(data_seed))
     for statement in changes.initial():
         project.sql(statement)
-    batch.refresh("first refresh", compiled_stages=True, first=True)
+    batch.refresh("first refresh", as_large_tables=True, first=True)
     batch.compare(f"data seed {data_seed}, initial load")
     for round_ in range(1, rounds + 1):
         statements = changes.round(table_rows(project), empty=EMPTIED.get(round_))
         for statement in statements:
             project.sql(statement)
         label = f"data seed {data_seed}, round {round_}"
-        batch.refresh(label, compiled_stages=round_ % 2 == 0)
+        batch.refresh(label, as_large_tables=round_ % 2 == 0)
         batch.compare(label + "\n  changes:\n    " + ";\n    ".join(statements))
     batch.run.seconds = time.perf_counter() - started
     return batch.run

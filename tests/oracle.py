@@ -14,7 +14,7 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -23,7 +23,7 @@ from typing import Iterable
 from unittest import mock
 
 from ivm_sql.config import RefreshSettings
-from ivm_sql.physical import execution
+from ivm_sql.physical import execution, pruning
 from ivm_sql.physical.cost import COST_REASON
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import RECOMPUTED_BELOW
@@ -561,11 +561,16 @@ def check_round(project: Project, specs: list[ViewSpec], label: str, verify: boo
         assert not bad, f"{label}: verify() disagrees: " + "; ".join(bad)
 
 
-def compiled(enabled: bool) -> contextlib.AbstractContextManager:
-    """Inside, every stage runs compiled (no table counts as small), when ``enabled``."""
+@contextlib.contextmanager
+def as_large(enabled: bool) -> Iterator[None]:
+    """Inside, when ``enabled``, every table counts as large: every stage runs compiled
+    (``physical.execution``), and every join term reads its other inputs bounded by the
+    change's keys (``physical.pruning``), so the oracle checks each way of both."""
     if not enabled:
-        return contextlib.nullcontext()
-    return mock.patch.multiple(execution, SMALL_DATA=0, SMALL_RECOMPUTE=0)
+        yield
+        return
+    with mock.patch.multiple(execution, SMALL_DATA=0, SMALL_RECOMPUTE=0), mock.patch.object(pruning, "LARGE_TABLE", 0):
+        yield
 
 
 def run_oracle(spark, tmp_project: MakeProject, files: dict[str, list[ViewSpec]], seed: int, rounds: int,
@@ -582,7 +587,8 @@ def run_oracle(spark, tmp_project: MakeProject, files: dict[str, list[ViewSpec]]
     stages above it with it, among stages applied incrementally.
 
     The tables are small, so ivm runs their stages interpreted; the first refresh and the
-    even rounds run compiled instead, so both ways Spark evaluates a plan are checked.
+    even rounds treat every table as large instead (``as_large``: compiled, and join terms
+    pruned by the change's keys), so each way is checked.
     """
     specs = [spec for group in files.values() for spec in group]
     texts = {name: views_file(group) for name, group in files.items()}
@@ -594,7 +600,7 @@ def run_oracle(spark, tmp_project: MakeProject, files: dict[str, list[ViewSpec]]
     recomputes_all = global_recomputes(project.plans())
 
     started = time.perf_counter()
-    with compiled(True):
+    with as_large(True):
         reports = project.refresh()
     print(f"\n  seed {seed}: first refresh {time.perf_counter() - started:.1f}s", flush=True)
     assert {r.action for r in reports} == {"created"}, [(r.view, r.strategy) for r in reports]
@@ -609,9 +615,9 @@ def run_oracle(spark, tmp_project: MakeProject, files: dict[str, list[ViewSpec]]
         if cost_model:
             project.config = dataclasses.replace(project.config, refresh=RefreshSettings())
         refresh_started = time.perf_counter()
-        with compiled(round_ % 2 == 0):
+        with as_large(round_ % 2 == 0):
             reports = project.refresh()
-        mode = "compiled" if round_ % 2 == 0 else "interpreted"
+        mode = "large: compiled, pruned" if round_ % 2 == 0 else "small: interpreted"
         print(f"  seed {seed}, round {round_}: refresh {time.perf_counter() - refresh_started:.1f}s ({mode})", flush=True)
         label = f"seed {seed}, round {round_}"
         unexpected = [(r.view, r.reason) for r in plain_dml_recomputed(reports, recomputes_all)

@@ -19,6 +19,7 @@ from sqlglot import exp
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, ident, to_sql
 
 CHANGE_FUNCTION = "table_changes"
+KEPT_PREFIX = f"{INTERNAL_PREFIX}_changes"  # the temporary views the reads are kept in
 _view_numbers = itertools.count()  # unique in the process, so refreshes in two threads never share a name
 
 
@@ -45,7 +46,7 @@ class SourceChanges:
         if key not in self._views:
             from pyspark import StorageLevel
 
-            name = f"{INTERNAL_PREFIX}_changes{next(_view_numbers)}"
+            name = f"{KEPT_PREFIX}{next(_view_numbers)}"
             query = exp.select(exp.Star()).from_(exp.Table(this=read.copy()))
             frame = self.spark.sql(to_sql(query, pretty=False)).persist(StorageLevel.MEMORY_AND_DISK)
             frame.createOrReplaceTempView(name)
@@ -60,6 +61,14 @@ class SourceChanges:
             frame.unpersist()
         self._views.clear()
         self._frames.clear()
+
+
+def is_change_read(node: exp.Table) -> bool:
+    """Whether a table read is a change data feed: ``table_changes(...)``, or the view a
+    refresh keeps it in."""
+    if isinstance(node.this, exp.Anonymous):
+        return node.this.name.lower() == CHANGE_FUNCTION
+    return node.name.startswith(KEPT_PREFIX) and not node.db
 
 
 def describe() -> str:

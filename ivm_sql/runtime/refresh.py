@@ -33,7 +33,7 @@ from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import execution, layout
+from ivm_sql.physical import execution, layout, pruning
 from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
@@ -304,7 +304,7 @@ class Refresher:
         change data feed is missing (VACUUM removed it)."""
         if change is None:
             return
-        change = self.changes.rewrite(change)
+        change = pruning.bounded(self.spark, self.changes.rewrite(change), lambda t, v: self._run(lambda: self.log.size_bytes(t, v), t))
         small = small_change and self._is_small(change, also=[(stage.table, own_version)])
         try:
             with execution.for_small_data(self.spark, enabled=small), self._solved(stage, change) as change, \

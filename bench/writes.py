@@ -1,0 +1,132 @@
+"""What each Delta primitive a refresh could use costs on this machine, side by side.
+
+For tables of several sizes, laid out as ivm lays out a bag stage (rows with a weight,
+change data feed on, no deletion vectors), a change of --change rows (half add a weight to
+stored rows, half are new rows) is written each way in turn, --repeats times after one
+warm-up round; the medians are printed. Every statement runs with the settings a refresh
+would give it (``physical.execution``), and every write carries a transaction id as
+ivm's commits do (``runtime.concurrent``), except the plain append, which shows what that
+id costs:
+
+- MERGE: ivm's MERGE of a consolidated change (``incremental.bag.merge``);
+- overwrite: the table rewritten whole, stored rows and change consolidated;
+- append: an INSERT of the change's rows (what a trace of batches would write), with the
+  transaction id and without;
+- record: ivm's record-only commit (an INSERT of no row);
+- read: a COUNT of the table at the version just written, and at the version before.
+
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/writes.py --rows 6,200,5000,100000 --change 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+from sqlglot import exp
+
+from ivm_sql.config import Config
+from ivm_sql.incremental import bag
+from ivm_sql.physical import execution
+from ivm_sql.runtime import concurrent
+from ivm_sql.runtime.delta_log import DeltaLog, record_only
+from ivm_sql.session import build_session
+from ivm_sql.sqlbuild import WEIGHT, consolidate, table, table_at, lit, to_sql
+
+NAME, CHANGE, COLUMNS = "bench.t", "bench_change", ("k", "v")
+
+
+def make_table(spark, rows: int) -> None:
+    spark.sql(f"CREATE OR REPLACE TABLE {NAME} (k BIGINT, v STRING, {WEIGHT} BIGINT) USING DELTA "
+              "TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'false')")
+    spark.sql(f"INSERT INTO {NAME} SELECT id, concat('v', id), 1 FROM range(0, {rows})")
+
+
+def make_change(spark, rows: int, size: int, round_: int) -> None:
+    """``size`` change rows, cached: half add a weight to stored rows (distinct ones: a MERGE
+    refuses two changes to one row), half are new rows."""
+    half = max(size // 2, 1)
+    updated = min(half, rows)
+    new = rows + 10**9 + round_ * half
+    spark.sql(
+        f"SELECT k, concat('v', k) AS v, CAST(1 AS BIGINT) AS {WEIGHT} "
+        f"FROM (SELECT (id + {round_ * updated}) % {max(rows, 1)} AS k FROM range(0, {updated})) "
+        f"UNION ALL SELECT id AS k, concat('new', id) AS v, CAST(1 AS BIGINT) AS {WEIGHT} FROM range({new}, {new + half})"
+    ).cache().createOrReplaceTempView(CHANGE)
+    spark.table(CHANGE).count()
+
+
+def statements(log: DeltaLog) -> dict:
+    """Each primitive: (what it runs, whether it carries a transaction id)."""
+    change = exp.select(exp.Star()).from_(table(CHANGE))
+    everything = exp.union(exp.select(exp.Star()).from_(table(NAME)), change.copy(), distinct=False)
+    overwrite = exp.Insert(this=table(NAME), expression=consolidate(everything, COLUMNS), overwrite=True)
+    append = exp.Insert(this=table(NAME), expression=change.copy())
+
+    def count_at(back: int):
+        def run(spark):
+            version = log.latest_version(NAME) - back
+            spark.sql(to_sql(exp.select(exp.Count(this=exp.Star())).from_(table_at(NAME, lit(version))), pretty=False)).collect()
+        return run
+
+    def sql(statement: exp.Expression):
+        text = to_sql(statement, pretty=False)
+        return lambda spark: spark.sql(text)
+
+    return {
+        "MERGE": (sql(bag.merge(NAME, COLUMNS, change)), True),
+        "overwrite": (sql(overwrite), True),
+        "append": (sql(append), True),
+        "append, no txn id": (sql(append), False),
+        "record": (lambda spark: record_only(spark, NAME), True),
+        "read just written": (count_at(0), False),
+        "read version before": (count_at(1), False),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="6,200,5000,100000", help="table sizes, comma-separated")
+    parser.add_argument("--change", type=int, default=20, help="rows in each change")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ivm_writes_") as folder:
+        spark = build_session(Config(), Path(folder))
+        log = DeltaLog(spark)
+        spark.sql("CREATE DATABASE IF NOT EXISTS bench")
+        sizes = [int(r) for r in args.rows.split(",")]
+        kinds = list(statements(log))
+        print(f"seconds, median of {args.repeats}; a change of {args.change} rows; columns: table rows")
+        print(f"| primitive | " + " | ".join(f"{rows:,}" for rows in sizes) + " |")
+        print("|---|" + "---|" * len(sizes))
+        medians: dict[str, list[float]] = {kind: [] for kind in kinds}
+        txn = 0
+        for rows in sizes:
+            make_table(spark, rows)
+            times: dict[str, list[float]] = {kind: [] for kind in kinds}
+            for round_ in range(args.repeats + 1):  # the first round warms each up
+                for kind, (run, with_txn) in statements(log).items():
+                    make_change(spark, rows, args.change, round_)
+                    small = execution.is_small([log.size_bytes(NAME, log.latest_version(NAME))])
+                    txn += 1
+                    ids = {concurrent.TXN_APP_ID: "bench", concurrent.TXN_VERSION: str(txn)} if with_txn else {}
+                    with execution.for_small_data(spark, enabled=small), \
+                            (execution.session_settings(spark, ids) if ids else nullcontext()):
+                        started = time.perf_counter()
+                        run(spark)
+                        seconds = time.perf_counter() - started
+                    if round_:
+                        times[kind].append(seconds)
+            for kind in kinds:
+                medians[kind].append(statistics.median(times[kind]))
+        for kind in kinds:
+            print(f"| {kind} | " + " | ".join(f"{m:.2f}" for m in medians[kind]) + " |")
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

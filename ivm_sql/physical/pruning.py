@@ -1,0 +1,170 @@
+"""Which literal prunes what: a join term's read of a large table, bounded by its change's keys.
+
+The join rule's term ΔA ⋈ B reads B whole for a change to A of a few rows (DBSP's bilinear
+expansion, ``incremental.join``). Open-source Delta has no dynamic file pruning: it skips a
+file only by a literal predicate on a column it keeps statistics for. But a refresh knows ΔA
+before it reads B: the change data feed reads are kept in memory (``physical.changes``). So
+for each equality ``a.x = b.y`` between a change's column and a column of another input of
+the same term, the values of ``x`` in the change become literals on ``b.y``:
+
+- ``b.y IN (v1, ..., vn)`` for a few distinct values (up to ``LISTED``);
+- ``b.y BETWEEN lo AND hi`` for more: one range, which is what a slab of keys (TPC-H's
+  refresh functions, an append-only log) needs to skip the files outside it.
+
+The predicate holds for every row the term outputs: the term is an inner join, and a row of
+B joins only where ``b.y = a.x`` for a value ``x`` of the change (never NULL: ``=`` matches
+no NULL). So it changes what is read, never the result. Spark pushes it below the term's
+projections and UNION ALLs down to B's Delta scan.
+
+A change counts only when its query reads nothing but kept change data feeds (its bounds are
+one small job over memory), and only inputs whose Delta tables hold ``LARGE_TABLE`` bytes or
+more are bounded: below that the job costs more than the files it skips.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from ivm_sql.physical import execution
+from ivm_sql.physical.changes import is_change_read
+from ivm_sql.sqlbuild import col, lit, to_sql
+
+# Bytes of Delta data an input must scan for its read to be bounded by the change's keys.
+LARGE_TABLE = 8 * 2**20
+# Distinct values of a change's key listed as IN (...); more become one range.
+LISTED = 16
+
+
+@dataclass(frozen=True)
+class Bound:
+    """In the SELECT ``term``, input ``table_alias``'s column ``column`` is bounded by the
+    values of ``change_alias``'s column ``key``."""
+
+    term: exp.Select
+    change_alias: str
+    key: str
+    table_alias: str
+    column: str
+
+    def describe(self) -> str:
+        """``table.column by the change's key``, for ``ivm compile``."""
+        source = _sources(self.term)[self.table_alias]
+        tables = sorted({".".join(p.name for p in t.parts) for t in source.find_all(exp.Table) if not is_change_read(t)})
+        return f"{'/'.join(tables) or self.table_alias}.{self.column} by the change's {self.key}"
+
+
+def bounds(query: exp.Query) -> list[Bound]:
+    """Every equality between a kept change's column and another input's column, in every
+    inner-join SELECT of ``query``."""
+    found = []
+    for term in query.find_all(exp.Select):
+        sources = _sources(term)
+        changes = {name for name, source in sources.items() if _reads_only_changes(source)}
+        for condition in _conditions(term):
+            if not (isinstance(condition, exp.EQ) and isinstance(condition.this, exp.Column)
+                    and isinstance(condition.expression, exp.Column)):
+                continue
+            for left, right in ((condition.this, condition.expression), (condition.expression, condition.this)):
+                a, b = left.table, right.table
+                if a in changes and b in sources and b not in changes:
+                    found.append(Bound(term, a, left.name, b, right.name))
+    return found
+
+
+def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int], int | None]) -> exp.Query:
+    """``query`` with each of its ``bounds`` on a large input written as literals, computed
+    from the change, one job per change read (``table_bytes(table, version)``: a Delta
+    table's size, None when unknown, which counts as large)."""
+    query = query.copy()
+    by_change: dict[tuple[int, str], list[Bound]] = {}
+    for bound in bounds(query):
+        source = _sources(bound.term)[bound.table_alias]
+        sizes = [table_bytes(t, v) for t, v in execution.scans(source)]
+        if sizes and sum(LARGE_TABLE if s is None else s for s in sizes) >= LARGE_TABLE:
+            by_change.setdefault((id(bound.term), bound.change_alias), []).append(bound)
+    for group in by_change.values():
+        values = _values(spark, _sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group}))
+        for bound in group:
+            predicate = _literal_predicate(col(bound.column, bound.table_alias), *values[bound.key])
+            if predicate is not None:
+                bound.term.where(predicate, append=True, copy=False)
+    return query
+
+
+def _values(spark, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
+    """Per key column of a change: (distinct values, a few of them, least, greatest), in one job."""
+    inner = change.this if isinstance(change, exp.Subquery) else exp.select(exp.Star()).from_(change.copy())
+    outputs = []
+    for i, key in enumerate(keys):
+        outputs += [
+            exp.alias_(exp.Count(this=exp.Distinct(expressions=[col(key)])), f"n{i}"),
+            exp.alias_(exp.func("slice", exp.func("collect_set", col(key)), lit(1), lit(LISTED + 1)), f"few{i}"),
+            exp.alias_(exp.Min(this=col(key)), f"lo{i}"),
+            exp.alias_(exp.Max(this=col(key)), f"hi{i}"),
+        ]
+    row = spark.sql(to_sql(exp.select(*outputs).from_(inner.subquery("c")), pretty=False)).first()
+    return {key: (row[f"n{i}"], row[f"few{i}"], row[f"lo{i}"], row[f"hi{i}"]) for i, key in enumerate(keys)}
+
+
+def _literal_predicate(target: exp.Column, distinct: int, few: list, lo, hi) -> exp.Expression | None:
+    """``target`` IN the change's values, or between their least and greatest; FALSE when
+    the change has none (no row of the term can join); None when a value has no literal here."""
+    if distinct == 0:
+        return exp.false()
+    if distinct <= LISTED:
+        literals = [_literal(v) for v in sorted(few)]
+        return None if None in literals else exp.In(this=target, expressions=literals)
+    low, high = _literal(lo), _literal(hi)
+    return None if low is None or high is None else exp.Between(this=target, low=low, high=high)
+
+
+def _literal(value) -> exp.Expression | None:
+    """A SQL literal of ``value``'s type, or None for a type this does not write."""
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, int):
+        return lit(value)
+    if isinstance(value, decimal.Decimal) and value.is_finite():
+        return exp.Literal.number(str(value))
+    if isinstance(value, str):
+        return lit(value)
+    if isinstance(value, datetime.datetime):
+        return None  # a timestamp literal depends on the session's time zone
+    if isinstance(value, datetime.date):
+        return exp.cast(exp.Literal.string(value.isoformat()), exp.DataType.build("date"))
+    return None
+
+
+def _sources(term: exp.Select) -> dict[str, exp.Expression]:
+    """The term's FROM and JOIN inputs by alias."""
+    items = [term.args["from_"].this] if term.args.get("from_") else []
+    items += [join.this for join in term.args.get("joins") or []]
+    return {item.alias_or_name: item for item in items if item.alias_or_name}
+
+
+def _conditions(term: exp.Select) -> list[exp.Expression]:
+    """The conjuncts of the term's inner joins' ON and of its WHERE (none for an outer join)."""
+    joins = term.args.get("joins") or []
+    if any(join.side or join.kind not in ("", "INNER", "CROSS") for join in joins):
+        return []
+    parts = [join.args.get("on") for join in joins] + [term.args["where"].this if term.args.get("where") else None]
+    return [c for part in parts if part is not None for c in (part.flatten() if isinstance(part, exp.And) else [part])]
+
+
+def _reads_only_changes(source: exp.Expression) -> bool:
+    """Whether a FROM item reads kept change data feeds and nothing else."""
+    tables = list(source.find_all(exp.Table))
+    return bool(tables) and all(is_change_read(t) for t in tables)
+
+
+def describe() -> str:
+    return (
+        f"in a join term, an input that scans {LARGE_TABLE // 2**20} MiB of Delta data or more is read only where "
+        f"its join key is among the change's keys (IN a list of up to {LISTED}, or BETWEEN their least and greatest): "
+        "literals Delta skips files by"
+    )

@@ -1,0 +1,118 @@
+"""Join terms read a large input only where the change's keys are (``physical.pruning``).
+
+The differential oracles check that the bounds never change a result: their even rounds
+bound every join term (``oracle.as_large``). Here: which equalities give bounds, which
+literals they become, and that Delta reads fewer files for them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+
+import pytest
+from sqlglot import exp
+
+from ivm_sql.catalog import StaticCatalog
+from ivm_sql.compiler import compile_views, render, symbolic_pins
+from ivm_sql.errors import Location
+from ivm_sql.physical import execution, pruning
+from ivm_sql.sqlbuild import col, to_sql
+from ivm_sql.viewdefs import parse_view
+
+CATALOG = StaticCatalog({
+    "db.orders": [("id", "int"), ("customer_id", "int"), ("product_id", "int"), ("quantity", "int")],
+    "db.customers": [("id", "int"), ("name", "string")],
+    "db.products": [("id", "int"), ("price", "decimal(10,2)")],
+})
+
+
+def plan_of(select: str):
+    view = parse_view(f"CREATE VIEW v AS {select};", Location("v.sql", 1))
+    (plan,) = compile_views([view], CATALOG, "db")
+    return plan
+
+
+def change_of(select: str) -> exp.Query:
+    (stage,) = plan_of(select).stages
+    return stage.change_query(symbolic_pins([stage]))
+
+
+def test_each_join_term_bounds_the_other_inputs_by_its_change_keys() -> None:
+    change = change_of(
+        "SELECT o.id, c.name, p.price FROM orders o JOIN customers c ON o.customer_id = c.id "
+        "JOIN products p ON o.product_id = p.id"
+    )
+    assert sorted(b.describe() for b in pruning.bounds(change)) == [
+        "db.customers.id by the change's customer_id",  # the orders term
+        "db.orders.customer_id by the change's id",  # the customers term
+        "db.orders.product_id by the change's id",  # the products term
+        "db.products.id by the change's product_id",  # the orders term
+    ]
+
+
+def test_ivm_compile_names_the_bounds() -> None:
+    text = render(plan_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id"))
+    assert "-- join terms read a large input only where the change's keys are: " \
+           "db.customers.id by the change's customer_id; db.orders.customer_id by the change's id" in text
+    assert f"-- pruning: {pruning.describe()};" in text
+
+
+def test_no_bound_without_an_equality_or_through_an_outer_join() -> None:
+    assert pruning.bounds(change_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id < c.id")) == []
+    assert pruning.bounds(change_of("SELECT id, quantity FROM orders WHERE quantity > 2")) == []
+    outer = exp.select("a.k").from_("(SELECT * FROM __ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT")
+    assert pruning.bounds(outer) == []
+    inner = exp.select("a.k").from_("(SELECT * FROM __ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k")
+    assert [(b.change_alias, b.key, b.table_alias, b.column) for b in pruning.bounds(inner)] == [("a", "k", "b", "k")]
+
+
+def test_literals_a_list_a_range_nothing_or_none() -> None:
+    target = col("k", "b")
+    assert to_sql(pruning._literal_predicate(target, 0, [], None, None), pretty=False) == "FALSE"
+    assert to_sql(pruning._literal_predicate(target, 3, [9, 2, 5], 2, 9), pretty=False) == "`b`.`k` IN (2, 5, 9)"
+    many = pruning.LISTED + 1
+    assert to_sql(pruning._literal_predicate(target, many, list(range(many)), 1, 700), pretty=False) == "`b`.`k` BETWEEN 1 AND 700"
+    assert to_sql(pruning._literal_predicate(target, 2, ["x'y", "a"], "a", "x'y"), pretty=False) == "`b`.`k` IN ('a', 'x\\'y')"
+    assert to_sql(pruning._literal(decimal.Decimal("12.50")), pretty=False) == "12.50"
+    assert to_sql(pruning._literal(datetime.date(2026, 11, 25)), pretty=False) == "CAST('2026-11-25' AS DATE)"
+    # no literal for a timestamp (it depends on the session's time zone) or a float: no bound
+    assert pruning._literal_predicate(target, 2, [datetime.datetime(2026, 1, 1), datetime.datetime(2026, 1, 2)], None, None) is None
+    assert pruning._literal_predicate(target, 1, [0.5], 0.5, 0.5) is None
+
+
+@pytest.fixture
+def big_table(spark):
+    """db ``pruning_test``: ``big`` holds keys 0-9999 in ten files of 1,000 keys each."""
+    spark.sql("CREATE DATABASE IF NOT EXISTS pruning_test")
+    spark.sql("CREATE OR REPLACE TABLE pruning_test.big (k INT, v STRING) USING DELTA")
+    for slab in range(10):
+        spark.sql(f"INSERT INTO pruning_test.big SELECT /*+ COALESCE(1) */ CAST(id AS INT), concat('v', id) FROM range({slab * 1000}, {slab * 1000 + 1000})")
+    yield "pruning_test.big"
+    spark.sql("DROP DATABASE pruning_test CASCADE")
+
+
+@pytest.mark.parametrize(("keys", "files"), [([3, 5, 1500], 2), (list(range(2000, 2100)), 1)], ids=["listed", "range"])
+def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(spark, big_table, keys, files) -> None:
+    values = ", ".join(f"({k}, 1)" for k in keys)
+    spark.sql(f"SELECT * FROM VALUES {values} AS c(k, __ivm_w)").createOrReplaceTempView("__ivm_changes_test")
+    version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
+    term = (exp.select("a.k", "b.v").from_("(SELECT * FROM __ivm_changes_test) AS a")
+            .join(f"{big_table} VERSION AS OF {version} AS b", on="a.k = b.k"))
+    bounded = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
+    assert bounded.sql() != term.sql()
+    with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):  # leaves in the plan itself
+        frame = spark.sql(to_sql(bounded, pretty=False))
+        rows = frame.collect()
+        assert sorted(rows) == sorted(spark.sql(to_sql(term, pretty=False)).collect())
+        assert len(rows) == len(keys)
+        read = [leaf.metrics().apply("numFiles").value() for leaf in _leaves(frame) if leaf.metrics().contains("numFiles")]
+    assert read == [files]  # of 10 (Delta skips by an IN list's least and greatest value)
+    small = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE - 1)
+    assert small.sql() == term.sql()  # a small input is read as it is
+
+
+def _leaves(frame):
+    plan = frame._jdf.queryExecution().executedPlan()
+    leaves = plan.collectLeaves()
+    return [leaves.apply(i) for i in range(leaves.size())]
