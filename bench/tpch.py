@@ -196,31 +196,36 @@ def clone_columns(project: Project, table: str, key: str, offset: int) -> str:
     )
 
 
-def picked_orders(view: str, max_key: int, n: int, *hash_args: object) -> str:
+def picked_orders(view: str, max_key: int, n: int, slab: str | None, *hash_args: object) -> str:
     """A temp view of the ``n`` orders with key <= max_key that come first in the order of a
-    hash seeded with ``hash_args`` (exactly n, unlike a hash threshold). Each statement of an
-    RF reads the view anew; the bound keeps its rows the same across them, as RF1's clones get
-    keys above it and RF2 deletes the orders last."""
+    hash seeded with ``hash_args`` (exactly n, unlike a hash threshold), or, with ``slab``
+    ("ASC" or "DESC"), in the order of their keys: a contiguous slab from the lowest or the
+    highest key. Each statement of an RF reads the view anew; the bound keeps its rows the
+    same across them, as RF1's clones get keys above it and RF2 deletes the orders last."""
     seeds = ", ".join(repr(arg) for arg in hash_args)  # ints and short strings as SQL literals
+    order = f"o_orderkey {slab}" if slab else f"xxhash64(o_orderkey, {seeds}), o_orderkey"
     return (
         f"CREATE OR REPLACE TEMP VIEW {quote(view)} AS SELECT o_orderkey FROM orders "
-        f"WHERE o_orderkey <= {max_key} ORDER BY xxhash64(o_orderkey, {seeds}), o_orderkey LIMIT {n}"
+        f"WHERE o_orderkey <= {max_key} ORDER BY {order} LIMIT {n}"
     )
 
 
-def refresh_functions(project: Project, n: int, loaded_max_key: int, seed: int, round_no: int) -> None:
+def refresh_functions(project: Project, n: int, loaded_max_key: int, seed: int, round_no: int, slabs: bool) -> None:
     """TPC-H's RF1 then RF2 for ``n`` orders. RF1 clones n orders and their lineitems under
     new keys, above every key so far; RF2 deletes n orders that existed at load (never a
-    clone), lineitems first."""
+    clone), lineitems first. The orders are picked by a hash, scattered over the key range;
+    with ``slabs``, RF1 clones the n highest keys (a slab at the top of the key range) and
+    RF2 deletes the n lowest (a slab at the bottom, moving up round by round), as TPC-H's own
+    refresh functions change one slab of keys."""
     offset = scalar(project, "SELECT max(o_orderkey) FROM orders")
     rf1 = f"(SELECT o_orderkey FROM {quote(RF1_KEYS)})"
     # Delta's DELETE takes no subquery in its condition; a MERGE deleting the matches does.
     rf2 = f"USING {quote(RF2_KEYS)} AS picked ON picked.o_orderkey = target"
     statements = [
-        picked_orders(RF1_KEYS, offset, n, seed, round_no, "rf1"),
+        picked_orders(RF1_KEYS, offset, n, "DESC" if slabs else None, seed, round_no, "rf1"),
         f"INSERT INTO orders SELECT {clone_columns(project, 'orders', 'o_orderkey', offset)} FROM orders WHERE o_orderkey IN {rf1}",
         f"INSERT INTO lineitem SELECT {clone_columns(project, 'lineitem', 'l_orderkey', offset)} FROM lineitem WHERE l_orderkey IN {rf1}",
-        picked_orders(RF2_KEYS, loaded_max_key, n, seed, round_no, "rf2"),
+        picked_orders(RF2_KEYS, loaded_max_key, n, "ASC" if slabs else None, seed, round_no, "rf2"),
         f"MERGE INTO lineitem AS target {rf2}.l_orderkey WHEN MATCHED THEN DELETE",
         f"MERGE INTO orders AS target {rf2}.o_orderkey WHEN MATCHED THEN DELETE",
     ]
@@ -259,9 +264,9 @@ def ctas(project: Project, queries: list[str]) -> dict[str, float]:
 
 
 def run_round(project: Project, queries: list[str], fraction: float, orders: int, loaded_max_key: int,
-              seed: int, round_no: int) -> Round:
+              seed: int, round_no: int, slabs: bool) -> Round:
     n = max(1, round(fraction * orders))
-    _, dml = timed(lambda: refresh_functions(project, n, loaded_max_key, seed, round_no))
+    _, dml = timed(lambda: refresh_functions(project, n, loaded_max_key, seed, round_no, slabs))
     log(f"round {round_no}: RF1 + RF2 of {n} orders in {dml:.1f}s; incremental refresh")
     incremental = refresh(project)
     log(f"round {round_no}: incremental {incremental.seconds:.1f}s; comparing with the SELECTs")
@@ -301,7 +306,7 @@ def benchmark(root: Path, args: argparse.Namespace) -> Run:
     log(f"first refresh {first.seconds:.1f}s")
     loaded_max_key = scalar(project, "SELECT max(o_orderkey) FROM orders")
     rounds = [
-        run_round(project, args.queries, fraction, rows["orders"], loaded_max_key, args.seed, round_no)
+        run_round(project, args.queries, fraction, rows["orders"], loaded_max_key, args.seed, round_no, args.rf == "slab")
         for round_no, fraction in enumerate(args.rounds, start=1)
     ]
     info["load_average_end"] = os.getloadavg()[0]
@@ -453,6 +458,8 @@ def main() -> None:
     parser.add_argument("--conf", action="append", type=spark_setting, default=[], metavar="KEY=VALUE",
                         help="a Spark setting for the project's ivm.yaml (repeatable)")
     parser.add_argument("--seed", type=int, default=2024, help="seed of the hashes that pick the orders of RF1 and RF2")
+    parser.add_argument("--rf", choices=("hash", "slab"), default="hash",
+                        help="orders the refresh functions pick: scattered by a hash (default), or contiguous slabs of keys")
     args = parser.parse_args()
     with workdir(args.workdir) as root:
         run = benchmark(root, args)

@@ -67,18 +67,44 @@ def test_no_bound_without_an_equality_or_through_an_outer_join() -> None:
     assert [(b.change_alias, b.key, b.table_alias, b.column) for b in pruning.bounds(inner)] == [("a", "k", "b", "k")]
 
 
-def test_literals_a_list_a_range_nothing_or_none() -> None:
-    target = col("k", "b")
-    assert to_sql(pruning._literal_predicate(target, 0, [], None, None), pretty=False) == "FALSE"
-    assert to_sql(pruning._literal_predicate(target, 3, [9, 2, 5], 2, 9), pretty=False) == "`b`.`k` IN (2, 5, 9)"
-    many = pruning.LISTED + 1
-    assert to_sql(pruning._literal_predicate(target, many, list(range(many)), 1, 700), pretty=False) == "`b`.`k` BETWEEN 1 AND 700"
-    assert to_sql(pruning._literal_predicate(target, 2, ["x'y", "a"], "a", "x'y"), pretty=False) == "`b`.`k` IN ('a', 'x\\'y')"
+def literal(distinct: int, values: list, lo=None, hi=None) -> str | None:
+    predicate = pruning._literal_predicate(col("k", "b"), pruning._key_ranges(distinct, values, lo, hi))
+    return None if predicate is None else to_sql(predicate, pretty=False)
+
+
+def test_literals_a_list_ranges_nothing_or_none() -> None:
+    assert literal(0, []) == "FALSE"  # no key: no row of the term can join
+    assert literal(3, [2, 5, 9]) == "`b`.`k` IN (2, 5, 9)"
+    assert literal(2, ["a", "x'y"]) == "`b`.`k` IN ('a', 'x\\'y')"
+    slab = list(range(100, 100 + pruning.LISTED + 1))
+    assert literal(len(slab), slab) == f"`b`.`k` BETWEEN 100 AND {slab[-1]}"
+    # new keys at the top, deleted ones at the bottom: two ranges, the files between skipped
+    two = list(range(1, 20)) + list(range(6000, 6020, 2))
+    assert literal(len(two), two) == "`b`.`k` BETWEEN 1 AND 19 OR `b`.`k` BETWEEN 6000 AND 6018"
+    # evenly spread keys have no hole to split at; too many to fetch: least to greatest
+    spread = list(range(0, 700, 7))
+    assert literal(len(spread), spread) == "`b`.`k` BETWEEN 0 AND 693"
+    assert literal(10**6, two, 1, 10**6) == "`b`.`k` BETWEEN 1 AND 1000000"
+    assert pruning._ranges([*range(10), 100, 1000, 10000, 100000]) == [(0, 100), (1000, 1000), (10000, 10000), (100000, 100000)]  # the 3 widest holes
+    assert pruning._ranges(["a", "b", "z"]) == [("a", "z")]
     assert to_sql(pruning._literal(decimal.Decimal("12.50")), pretty=False) == "12.50"
     assert to_sql(pruning._literal(datetime.date(2026, 11, 25)), pretty=False) == "CAST('2026-11-25' AS DATE)"
     # no literal for a timestamp (it depends on the session's time zone) or a float: no bound
-    assert pruning._literal_predicate(target, 2, [datetime.datetime(2026, 1, 1), datetime.datetime(2026, 1, 2)], None, None) is None
-    assert pruning._literal_predicate(target, 1, [0.5], 0.5, 0.5) is None
+    assert literal(2, [datetime.datetime(2026, 1, 1), datetime.datetime(2026, 1, 2)]) is None
+    assert literal(1, [0.5]) is None
+
+
+def test_the_cost_model_counts_the_files_a_bound_opens() -> None:
+    files = [(100, {"minValues": {"k": 0}, "maxValues": {"k": 999}}),
+             (200, {"minValues": {"k": 1000}, "maxValues": {"k": 1999}}),
+             (400, {"minValues": {"k": 2000}, "maxValues": {"k": 2999}}),
+             (800, {})]  # no statistics: opened
+    assert pruning.read_bytes(files, "k", ((5, 5), (2500, 2600))) == 100 + 400 + 800
+    assert pruning.read_bytes(files, "k", ()) == 800
+    assert pruning.read_bytes(files, "other", ((5, 5),)) == 1500
+    dated = [(10, {"minValues": {"d": "2026-01-01"}, "maxValues": {"d": "2026-01-31"}})]
+    assert pruning.read_bytes(dated, "d", ((datetime.date(2026, 2, 1), datetime.date(2026, 2, 3)),)) == 0
+    assert pruning.read_bytes(dated, "d", ((datetime.date(2026, 1, 31), datetime.date(2026, 2, 3)),)) == 10
 
 
 @pytest.fixture
@@ -92,15 +118,18 @@ def big_table(spark):
     spark.sql("DROP DATABASE pruning_test CASCADE")
 
 
-@pytest.mark.parametrize(("keys", "files"), [([3, 5, 1500], 2), (list(range(2000, 2100)), 1)], ids=["listed", "range"])
+@pytest.mark.parametrize(("keys", "files"), [([3, 5, 1500], 2), (list(range(2000, 2100)), 1),
+                                             (list(range(0, 50)) + list(range(9000, 9050)), 2)],
+                         ids=["listed", "range", "two ranges"])
 def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(spark, big_table, keys, files) -> None:
     values = ", ".join(f"({k}, 1)" for k in keys)
     spark.sql(f"SELECT * FROM VALUES {values} AS c(k, __ivm_w)").createOrReplaceTempView("__ivm_changes_test")
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
     term = (exp.select("a.k", "b.v").from_("(SELECT * FROM __ivm_changes_test) AS a")
             .join(f"{big_table} VERSION AS OF {version} AS b", on="a.k = b.k"))
-    bounded = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
-    assert bounded.sql() != term.sql()
+    bounded, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
+    assert bounded.sql() != term.sql() and [(r.column, len(r.ranges)) for r in reads] == [("k", len(pruning._key_ranges(
+        len(keys), keys, keys[0], keys[-1])))]
     with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):  # leaves in the plan itself
         frame = spark.sql(to_sql(bounded, pretty=False))
         rows = frame.collect()
@@ -108,8 +137,8 @@ def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(sp
         assert len(rows) == len(keys)
         read = [leaf.metrics().apply("numFiles").value() for leaf in _leaves(frame) if leaf.metrics().contains("numFiles")]
     assert read == [files]  # of 10 (Delta skips by an IN list's least and greatest value)
-    small = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE - 1)
-    assert small.sql() == term.sql()  # a small input is read as it is
+    small, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE - 1)
+    assert small.sql() == term.sql() and reads == []  # a small input is read as it is
 
 
 def _leaves(frame):

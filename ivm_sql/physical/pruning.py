@@ -8,8 +8,11 @@ for each equality ``a.x = b.y`` between a change's column and a column of anothe
 the same term, the values of ``x`` in the change become literals on ``b.y``:
 
 - ``b.y IN (v1, ..., vn)`` for a few distinct values (up to ``LISTED``);
-- ``b.y BETWEEN lo AND hi`` for more: one range, which is what a slab of keys (TPC-H's
-  refresh functions, an append-only log) needs to skip the files outside it.
+- for more, up to ``RANGES`` ranges ``b.y BETWEEN lo AND hi`` OR ..., split at the widest
+  gaps between the values (numbers and dates; one range for other types, or for over
+  ``SPLIT_AT_MOST`` values). A slab of keys (TPC-H's refresh functions, an append-only log)
+  is one range; new orders at the top of the key range and deleted ones at the bottom are
+  two, so the files between them are skipped.
 
 The predicate holds for every row the term outputs: the term is an inner join, and a row of
 B joins only where ``b.y = a.x`` for a value ``x`` of the change (never NULL: ``=`` matches
@@ -36,8 +39,10 @@ from ivm_sql.sqlbuild import col, lit, to_sql
 
 # Bytes of Delta data an input must scan for its read to be bounded by the change's keys.
 LARGE_TABLE = 8 * 2**20
-# Distinct values of a change's key listed as IN (...); more become one range.
+# Distinct values of a change's key listed as IN (...); more become ranges.
 LISTED = 16
+RANGES = 4
+SPLIT_AT_MOST = 100_000  # distinct values fetched to split them at gaps; more: one range
 
 
 @dataclass(frozen=True)
@@ -76,10 +81,21 @@ def bounds(query: exp.Query) -> list[Bound]:
     return found
 
 
-def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int], int | None]) -> exp.Query:
+@dataclass(frozen=True)
+class BoundRead:
+    """An input of a term read only where ``column`` is in ``ranges`` ((least, greatest)
+    pairs, inclusive; none: no row can join): the cost model counts only the files whose
+    statistics overlap them."""
+
+    source: exp.Expression
+    column: str
+    ranges: tuple[tuple, ...]
+
+
+def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int], int | None]) -> tuple[exp.Query, list[BoundRead]]:
     """``query`` with each of its ``bounds`` on a large input written as literals, computed
     from the change, one job per change read (``table_bytes(table, version)``: a Delta
-    table's size, None when unknown, which counts as large)."""
+    table's size, None when unknown, which counts as large); and what each bounds."""
     query = query.copy()
     by_change: dict[tuple[int, str], list[Bound]] = {}
     for bound in bounds(query):
@@ -87,23 +103,49 @@ def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int], int | Non
         sizes = [table_bytes(t, v) for t, v in execution.scans(source)]
         if sizes and sum(LARGE_TABLE if s is None else s for s in sizes) >= LARGE_TABLE:
             by_change.setdefault((id(bound.term), bound.change_alias), []).append(bound)
+    reads = []
     for group in by_change.values():
         values = _values(spark, _sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group}))
         for bound in group:
-            predicate = _literal_predicate(col(bound.column, bound.table_alias), *values[bound.key])
+            ranges = _key_ranges(*values[bound.key])
+            predicate = _literal_predicate(col(bound.column, bound.table_alias), ranges)
             if predicate is not None:
                 bound.term.where(predicate, append=True, copy=False)
-    return query
+                reads.append(BoundRead(_sources(bound.term)[bound.table_alias], bound.column, tuple(ranges)))
+    return query, reads
+
+
+def read_bytes(files: list[tuple[int, dict]], column: str, ranges: tuple[tuple, ...]) -> int:
+    """Bytes of the files (size, Delta statistics) a read bounded to ``ranges`` of ``column``
+    opens: those whose least and greatest value overlap a range, and those without statistics."""
+    total = 0
+    for size, stats in files:
+        low, high = stats.get("minValues", {}).get(column), stats.get("maxValues", {}).get(column)
+        try:
+            opened = low is None or high is None or any(
+                _comparable(first) <= high and low <= _comparable(last) for first, last in ranges)
+        except TypeError:  # statistics of another type than the keys: the file counts
+            opened = True
+        total += size if opened else 0
+    return total
+
+
+def _comparable(value):
+    """A key as Delta's JSON statistics write it: a date as its ISO text, a decimal as a number."""
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return float(value) if isinstance(value, decimal.Decimal) else value
 
 
 def _values(spark, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
-    """Per key column of a change: (distinct values, a few of them, least, greatest), in one job."""
+    """Per key column of a change: (distinct values, them sorted when at most SPLIT_AT_MOST,
+    least, greatest), in one job."""
     inner = change.this if isinstance(change, exp.Subquery) else exp.select(exp.Star()).from_(change.copy())
     outputs = []
     for i, key in enumerate(keys):
         outputs += [
             exp.alias_(exp.Count(this=exp.Distinct(expressions=[col(key)])), f"n{i}"),
-            exp.alias_(exp.func("slice", exp.func("collect_set", col(key)), lit(1), lit(LISTED + 1)), f"few{i}"),
+            exp.alias_(exp.func("slice", exp.func("sort_array", exp.func("collect_set", col(key))), lit(1), lit(SPLIT_AT_MOST + 1)), f"few{i}"),
             exp.alias_(exp.Min(this=col(key)), f"lo{i}"),
             exp.alias_(exp.Max(this=col(key)), f"hi{i}"),
         ]
@@ -111,16 +153,43 @@ def _values(spark, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
     return {key: (row[f"n{i}"], row[f"few{i}"], row[f"lo{i}"], row[f"hi{i}"]) for i, key in enumerate(keys)}
 
 
-def _literal_predicate(target: exp.Column, distinct: int, few: list, lo, hi) -> exp.Expression | None:
-    """``target`` IN the change's values, or between their least and greatest; FALSE when
-    the change has none (no row of the term can join); None when a value has no literal here."""
+def _key_ranges(distinct: int, values: list, lo, hi) -> list[tuple]:
+    """The change's key values as ranges: each value its own for up to LISTED, else split at
+    the widest gaps, or least to greatest when not all were fetched; none for no value."""
     if distinct == 0:
-        return exp.false()
+        return []
     if distinct <= LISTED:
-        literals = [_literal(v) for v in sorted(few)]
+        return [(v, v) for v in values]
+    return _ranges(values) if len(values) == distinct else [(lo, hi)]
+
+
+def _literal_predicate(target: exp.Column, ranges: list[tuple]) -> exp.Expression | None:
+    """``target`` IN the values of single-value ranges, else in the ranges; FALSE for none (no
+    row of the term can join); None when a value has no literal here."""
+    if not ranges:
+        return exp.false()
+    if all(low == high for low, high in ranges) and len(ranges) <= LISTED:
+        literals = [_literal(low) for low, _ in ranges]
         return None if None in literals else exp.In(this=target, expressions=literals)
-    low, high = _literal(lo), _literal(hi)
-    return None if low is None or high is None else exp.Between(this=target, low=low, high=high)
+    between = [(_literal(low), _literal(high)) for low, high in ranges]
+    if any(low is None or high is None for low, high in between):
+        return None
+    return exp.or_(*(exp.Between(this=target.copy(), low=low, high=high) for low, high in between))
+
+
+def _ranges(values: list) -> list[tuple]:
+    """Sorted distinct values as at most RANGES (least, greatest) ranges, split at the widest
+    gaps that are more than twice the median gap (holes, not the spacing of the keys); one
+    range for values that have no distance here (strings)."""
+    if not isinstance(values[0], (int, decimal.Decimal, datetime.date)) or isinstance(values[0], (bool, datetime.datetime)):
+        return [(values[0], values[-1])]
+    distance = (lambda a, b: (b - a).days) if isinstance(values[0], datetime.date) else (lambda a, b: b - a)
+    gaps = {i: distance(values[i - 1], values[i]) for i in range(1, len(values))}
+    typical = sorted(gaps.values())[len(gaps) // 2]
+    holes = [i for i in sorted(gaps, key=gaps.get, reverse=True)[:RANGES - 1] if gaps[i] > 2 * typical]
+    starts = [0, *sorted(holes)]
+    ends = [*(i - 1 for i in starts[1:]), len(values) - 1]
+    return [(values[s], values[e]) for s, e in zip(starts, ends)]
 
 
 def _literal(value) -> exp.Expression | None:
@@ -165,6 +234,6 @@ def _reads_only_changes(source: exp.Expression) -> bool:
 def describe() -> str:
     return (
         f"in a join term, an input that scans {LARGE_TABLE // 2**20} MiB of Delta data or more is read only where "
-        f"its join key is among the change's keys (IN a list of up to {LISTED}, or BETWEEN their least and greatest): "
-        "literals Delta skips files by"
+        f"its join key is among the change's keys (IN a list of up to {LISTED}, or up to {RANGES} BETWEEN ranges "
+        "split at the widest gaps): literals Delta skips files by"
     )
