@@ -94,19 +94,6 @@ def test_literals_a_list_ranges_nothing_or_none() -> None:
     assert literal(1, [0.5]) is None
 
 
-def test_the_cost_model_counts_the_files_a_bound_opens() -> None:
-    files = [(100, {"minValues": {"k": 0}, "maxValues": {"k": 999}}),
-             (200, {"minValues": {"k": 1000}, "maxValues": {"k": 1999}}),
-             (400, {"minValues": {"k": 2000}, "maxValues": {"k": 2999}}),
-             (800, {})]  # no statistics: opened
-    assert pruning.read_bytes(files, "k", ((5, 5), (2500, 2600))) == 100 + 400 + 800
-    assert pruning.read_bytes(files, "k", ()) == 800
-    assert pruning.read_bytes(files, "other", ((5, 5),)) == 1500
-    dated = [(10, {"minValues": {"d": "2026-01-01"}, "maxValues": {"d": "2026-01-31"}})]
-    assert pruning.read_bytes(dated, "d", ((datetime.date(2026, 2, 1), datetime.date(2026, 2, 3)),)) == 0
-    assert pruning.read_bytes(dated, "d", ((datetime.date(2026, 1, 31), datetime.date(2026, 2, 3)),)) == 10
-
-
 @pytest.fixture
 def big_table(spark):
     """db ``pruning_test``: ``big`` holds keys 0-9999 in ten files of 1,000 keys each."""
@@ -127,9 +114,8 @@ def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(sp
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
     term = (exp.select("a.k", "b.v").from_("(SELECT * FROM __ivm_changes_test) AS a")
             .join(f"{big_table} VERSION AS OF {version} AS b", on="a.k = b.k"))
-    bounded, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
-    assert bounded.sql() != term.sql() and [(r.column, len(r.ranges)) for r in reads] == [("k", len(pruning._key_ranges(
-        len(keys), keys, keys[0], keys[-1])))]
+    bounded = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
+    assert bounded.sql() != term.sql()
     with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):  # leaves in the plan itself
         frame = spark.sql(to_sql(bounded, pretty=False))
         rows = frame.collect()
@@ -137,8 +123,8 @@ def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(sp
         assert len(rows) == len(keys)
         read = [leaf.metrics().apply("numFiles").value() for leaf in _leaves(frame) if leaf.metrics().contains("numFiles")]
     assert read == [files]  # of 10 (Delta skips by an IN list's least and greatest value)
-    small, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE - 1)
-    assert small.sql() == term.sql() and reads == []  # a small input is read as it is
+    small = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE - 1)
+    assert small.sql() == term.sql()  # a small input is read as it is
 
 
 def _leaves(frame):

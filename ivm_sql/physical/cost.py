@@ -9,12 +9,10 @@ change is. Two rules pick the cheaper way, as Databricks' Enzyme does per refres
 refresh says which one fired:
 
 - **rows**: the change is a large share of the rows the stage reads;
-- **scans**: the change query scans at least as many bytes as the recompute does (both pay
-  for the stage's own table, once read and once written, so the scans decide, and the
-  incremental way's extra statements break a tie). An input a join term reads bounded by
-  the change's keys (``physical.pruning``) counts only the files whose statistics overlap
-  them; any other, whole. A change to both sides of a join with scattered keys does this:
-  each side's term reads the other side in full.
+- **scans**: the change query scans, whole, at least as many bytes as the recompute does
+  (both pay for the stage's own table, once read and once written, so the scans decide, and
+  the incremental way's extra statements break a tie). A change to both sides of a join does
+  this: each side's term scans the other side in full.
 
 Sizes come from Delta's checksum files (no Spark job); an unknown size decides nothing.
 """
@@ -30,10 +28,6 @@ from ivm_sql.config import RefreshSettings
 # recompute would also make every stage above it recompute: the rows rule stays quiet.
 SMALL_CHANGE = 10_000
 COST_REASON = "cheaper than incremental"  # how both rules' reasons start
-
-
-class CheaperToRecompute(Exception):
-    """Raised where a rule finds a recompute cheaper once the change is known; its text is the reason."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +78,7 @@ class CostModel:
         return (
             f"recomputed instead when a refresh's changed rows exceed {self.recompute_above:.0%} "
             f"of the rows the stage reads (refresh.recompute_above) and {SMALL_CHANGE:,} rows, "
-            "or when its change would scan at least the bytes a recompute scans (an input bounded by the change's keys: "
-            "the files they open)"
+            "or when its change would scan, whole, at least the bytes a recompute scans"
         )
 
 

@@ -81,21 +81,10 @@ def bounds(query: exp.Query) -> list[Bound]:
     return found
 
 
-@dataclass(frozen=True)
-class BoundRead:
-    """An input of a term read only where ``column`` is in ``ranges`` ((least, greatest)
-    pairs, inclusive; none: no row can join): the cost model counts only the files whose
-    statistics overlap them."""
-
-    source: exp.Expression
-    column: str
-    ranges: tuple[tuple, ...]
-
-
-def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int], int | None]) -> tuple[exp.Query, list[BoundRead]]:
+def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int], int | None]) -> exp.Query:
     """``query`` with each of its ``bounds`` on a large input written as literals, computed
     from the change, one job per change read (``table_bytes(table, version)``: a Delta
-    table's size, None when unknown, which counts as large); and what each bounds."""
+    table's size, None when unknown, which counts as large)."""
     query = query.copy()
     by_change: dict[tuple[int, str], list[Bound]] = {}
     for bound in bounds(query):
@@ -103,38 +92,13 @@ def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int], int | Non
         sizes = [table_bytes(t, v) for t, v in execution.scans(source)]
         if sizes and sum(LARGE_TABLE if s is None else s for s in sizes) >= LARGE_TABLE:
             by_change.setdefault((id(bound.term), bound.change_alias), []).append(bound)
-    reads = []
     for group in by_change.values():
         values = _values(spark, _sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group}))
         for bound in group:
-            ranges = _key_ranges(*values[bound.key])
-            predicate = _literal_predicate(col(bound.column, bound.table_alias), ranges)
+            predicate = _literal_predicate(col(bound.column, bound.table_alias), _key_ranges(*values[bound.key]))
             if predicate is not None:
                 bound.term.where(predicate, append=True, copy=False)
-                reads.append(BoundRead(_sources(bound.term)[bound.table_alias], bound.column, tuple(ranges)))
-    return query, reads
-
-
-def read_bytes(files: list[tuple[int, dict]], column: str, ranges: tuple[tuple, ...]) -> int:
-    """Bytes of the files (size, Delta statistics) a read bounded to ``ranges`` of ``column``
-    opens: those whose least and greatest value overlap a range, and those without statistics."""
-    total = 0
-    for size, stats in files:
-        low, high = stats.get("minValues", {}).get(column), stats.get("maxValues", {}).get(column)
-        try:
-            opened = low is None or high is None or any(
-                _comparable(first) <= high and low <= _comparable(last) for first, last in ranges)
-        except TypeError:  # statistics of another type than the keys: the file counts
-            opened = True
-        total += size if opened else 0
-    return total
-
-
-def _comparable(value):
-    """A key as Delta's JSON statistics write it: a date as its ISO text, a decimal as a number."""
-    if isinstance(value, datetime.date):
-        return value.isoformat()
-    return float(value) if isinstance(value, decimal.Decimal) else value
+    return query
 
 
 def _values(spark, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:

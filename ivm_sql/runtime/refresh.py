@@ -34,7 +34,7 @@ from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import execution, layout, pruning
-from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CheaperToRecompute, CostModel
+from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
 from ivm_sql.incremental import extremes
@@ -204,6 +204,7 @@ class Refresher:
         change = None
         if reason is None:
             change = stage.change_query({**pins, CLOCK: clock_versions(record.get("now"), self.now)})
+            reason = self.cost.scan_reason(self._scanned_bytes(change), self._scanned_bytes(self._initial(stage)))
         if reason is not None:
             self._enable_change_feeds(stage)
             if not self._same_shape(stage, reason):
@@ -227,9 +228,6 @@ class Refresher:
                     self._apply_change(stage, change, latest, small_change=sum(changed.values()) <= SMALL_CHANGE)
                 except history.HistoryGone:  # nothing was committed: recompute instead
                     reason = history.gone_reason(self._changed_ranges(pins))
-                    self._recompute(stage, exists, fingerprint)
-                except CheaperToRecompute as cheaper:  # nor here: the change's reads decided
-                    reason = str(cheaper)
                     self._recompute(stage, exists, fingerprint)
             if self.log.latest_version(stage.table) == before:
                 # The change consolidated to nothing and Delta committed nothing: record the
@@ -304,15 +302,11 @@ class Refresher:
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
         version, which the MERGE reads. Join terms read large inputs bounded by the change's
         keys (``physical.pruning``). Raises ``HistoryGone`` when a file of a source's change
-        data feed is missing (VACUUM removed it), and ``CheaperToRecompute`` when the cost
-        model's scans rule, with those bounds known, finds a recompute cheaper."""
+        data feed is missing (VACUUM removed it)."""
         if change is None:
             return
         try:
-            change, bounded = pruning.bounded(self.spark, self.changes.rewrite(change), self._size)
-            cheaper = self.cost.scan_reason(self._scanned_bytes(change, bounded), self._scanned_bytes(self._initial(stage)))
-            if cheaper is not None:
-                raise CheaperToRecompute(cheaper)
+            change = pruning.bounded(self.spark, self.changes.rewrite(change), self._size)
             small = small_change and self._is_small(change, also=[(stage.table, own_version)])
             with execution.for_small_data(self.spark, enabled=small), self._solved(stage, change) as change, \
                     self._settled(stage, change) as (change, rows), materialized(self.spark, change, rows) as staged:
@@ -382,16 +376,12 @@ class Refresher:
         if now is not None:
             self.now_of[table] = now
 
-    def _scanned_bytes(self, query: exp.Query, bounded: list[pruning.BoundRead] = ()) -> int | None:
-        """Bytes of the Delta table versions ``query`` scans, each scan counted (not the range
-        reads of a temporal filter): whole, or, for an input ``bounded`` by the change's keys,
-        the files its bounds open; None if a size is unknown."""
-        bounds = {id(node): read for read in bounded for node in read.source.find_all(exp.Table)}
-        sizes = []
-        for node, (table, version) in execution.scan_nodes(query, range_reads=False):
-            read = bounds.get(id(node))
-            files = self._run(lambda: self.log.file_stats(table, version), table) if read is not None else None
-            sizes.append(self._size(table, version) if files is None else pruning.read_bytes(files, read.column, read.ranges))
+    def _scanned_bytes(self, query: exp.Query | None) -> int | None:
+        """Bytes of the Delta table versions ``query`` scans whole, each scan counted (not the
+        range reads of a temporal filter); None if a size is unknown."""
+        if query is None:
+            return 0
+        sizes = [self._size(t, v) for t, v in execution.scans(query, range_reads=False)]
         return None if None in sizes else sum(sizes)
 
     def _size(self, table: str, version: int) -> int | None:

@@ -6,7 +6,7 @@
 -- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows;
 -- execution: a change that reads under 32 MiB of Delta data (and is small itself), or a recompute that reads under 4 MiB, runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
 -- pruning: in a join term, an input that scans 8 MiB of Delta data or more is read only where its join key is among the change's keys (IN a list of up to 16, or up to 4 BETWEEN ranges split at the widest gaps): literals Delta skips files by;
--- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows, or when its change would scan at least the bytes a recompute scans (an input bounded by the change's keys: the files they open).
+-- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows, or when its change would scan, whole, at least the bytes a recompute scans.
 
 -- stage 1/1: shop.__ivm_order_lines [bag] incremental: linear and join changes applied to the stored rows (multiplicity per row)
 -- first refresh (or recompute):
