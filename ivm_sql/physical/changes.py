@@ -35,7 +35,7 @@ class SourceChanges:
         """``query`` (copied) with each ``table_changes(...)`` read replaced by its kept view."""
 
         def swap(node: exp.Expression) -> exp.Expression:
-            if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) and node.this.name.lower() == CHANGE_FUNCTION:
+            if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) and is_change_read(node):
                 return exp.Table(this=ident(self._view(node.this)), alias=node.args.get("alias"))
             return node
 

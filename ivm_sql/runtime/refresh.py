@@ -392,7 +392,7 @@ class Refresher:
         the table versions ``query`` scans whole and the tables in ``also`` (its change data
         feed reads are as small as the stage's change, which the caller checks)."""
         reads = execution.scanned_versions(query)
-        sizes = [self._run(lambda: self.log.size_bytes(t, v), t) for t, v in [*reads, *also]]
+        sizes = [self._size(t, v) for t, v in [*reads, *also]]
         return execution.is_small(sizes, recompute)
 
     def _rows(self, table: str, version: int) -> int:
