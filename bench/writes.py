@@ -13,7 +13,12 @@ id costs:
 - append: an INSERT of the change's rows (what a trace of batches would write), with the
   transaction id and without;
 - record: ivm's record-only commit (an INSERT of no row);
-- read: a COUNT of the table at the version just written, and at the version before.
+- read: a COUNT of the table at the version just written, and at the version before;
+- scan: an aggregate that reads every row of the table (what a recompute pays per byte):
+  its growth with the table's bytes, set against a statement's fixed cost, says how many
+  bytes of scanning one statement is worth.
+
+The last line gives each size's bytes, from Delta's checksum file.
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/writes.py --rows 6,200,5000,100000 --change 20
 """
@@ -85,6 +90,7 @@ def statements(log: DeltaLog) -> dict:
         "record": (lambda spark: record_only(spark, NAME), True),
         "read just written": (count_at(0), False),
         "read version before": (count_at(1), False),
+        "scan": (lambda spark: spark.sql(f"SELECT k % 100, sum(length(v)), sum({WEIGHT}) FROM {NAME} GROUP BY 1").collect(), False),
     }
 
 
@@ -104,6 +110,7 @@ def main() -> None:
         print(f"| primitive | " + " | ".join(f"{rows:,}" for rows in sizes) + " |")
         print("|---|" + "---|" * len(sizes))
         medians: dict[str, list[float]] = {kind: [] for kind in kinds}
+        table_bytes = []
         txn = 0
         for rows in sizes:
             make_table(spark, rows)
@@ -123,8 +130,10 @@ def main() -> None:
                         times[kind].append(seconds)
             for kind in kinds:
                 medians[kind].append(statistics.median(times[kind]))
+            table_bytes.append(log.size_bytes(NAME, log.latest_version(NAME)))
         for kind in kinds:
             print(f"| {kind} | " + " | ".join(f"{m:.2f}" for m in medians[kind]) + " |")
+        print("| table bytes at the end | " + " | ".join(f"{b:,}" if b is not None else "?" for b in table_bytes) + " |")
         spark.stop()
 
 

@@ -434,7 +434,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         change = stage.change_query(symbolic)
         pruned = sorted({bound.describe() for bound in pruning.bounds(change)}) if change is not None else []
         if pruned:
-            lines.append(f"-- join terms read a large input only where the change's keys are: {'; '.join(pruned)}")
+            lines.append(f"-- large inputs read only where the change's keys are: {'; '.join(pruned)}")
         if stage.aggregate is not None and extremes.calls(stage.aggregate):
             lines += _rescan_lines(stage, symbolic)
     lines += ["", "-- what users query:", to_sql(plan.user_view()) + ";"]

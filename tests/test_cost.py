@@ -38,7 +38,7 @@ def test_change_that_scans_what_a_recompute_scans_is_recomputed_with_the_sizes()
     """A change to both sides of a join scans each side whole in the other's term: as much
     as a recompute, in more statements."""
     assert CostModel(0.1).scan_reason(54_000_000, 27_000_000) == (
-        "cheaper than incremental: its change scans 54.0 MB of tables whole, a recompute 27.0 MB"
+        "cheaper than incremental: its change reads 54.0 MB of tables, a recompute 27.0 MB"
     )
     assert CostModel(0.1).scan_reason(27_000_000, 27_000_000) is not None
 

@@ -16,7 +16,8 @@ from sqlglot import exp
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler import compile_views, render, symbolic_pins
 from ivm_sql.errors import Location
-from ivm_sql.physical import execution, pruning
+from ivm_sql.physical import cost, execution, pruning
+from ivm_sql.runtime.delta_log import DeltaLog
 from ivm_sql.sqlbuild import col, to_sql
 from ivm_sql.viewdefs import parse_view
 
@@ -53,7 +54,7 @@ def test_each_join_term_bounds_the_other_inputs_by_its_change_keys() -> None:
 
 def test_ivm_compile_names_the_bounds() -> None:
     text = render(plan_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id"))
-    assert "-- join terms read a large input only where the change's keys are: " \
+    assert "-- large inputs read only where the change's keys are: " \
            "db.customers.id by the change's customer_id; db.orders.customer_id by the change's id" in text
     assert f"-- pruning: {pruning.describe()};" in text
 
@@ -65,6 +66,24 @@ def test_no_bound_without_an_equality_or_through_an_outer_join() -> None:
     assert pruning.bounds(outer) == []
     inner = exp.select("a.k").from_("(SELECT * FROM __ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k")
     assert [(b.change_alias, b.key, b.table_alias, b.column) for b in pruning.bounds(inner)] == [("a", "k", "b", "k")]
+
+
+def test_a_touched_keys_recompute_reads_its_inputs_only_where_the_touched_keys_are() -> None:
+    # a window recomputes each touched partition: orders is read only for the touched customers
+    change = change_of("SELECT id, customer_id, RANK() OVER (PARTITION BY customer_id ORDER BY quantity) AS r FROM orders")
+    # and the stage's stored rows of the touched keys, which its change subtracts
+    assert sorted(b.describe() for b in pruning.bounds(change)) == [
+        "db.__ivm_v.__ivm_k0 by the touched keys", "db.orders.customer_id by the touched keys"]
+    assert all(b.null_safe for b in pruning.bounds(change))  # a NULL customer is a partition like any other
+
+
+def test_a_semi_join_bounds_both_ways_an_anti_join_neither() -> None:
+    semi = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM __ivm_changes1) AS a", on="b.k <=> a.k", join_type="LEFT SEMI")
+    assert [(b.change_alias, b.table_alias, b.null_safe) for b in pruning.bounds(semi)] == [("a", "b", True)]
+    semi = exp.select("a.k").from_("(SELECT * FROM __ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT SEMI")
+    assert [(b.change_alias, b.table_alias, b.null_safe) for b in pruning.bounds(semi)] == [("a", "b", False)]
+    anti = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM __ivm_changes1) AS a", on="b.k = a.k", join_type="LEFT ANTI")
+    assert pruning.bounds(anti) == []
 
 
 def literal(distinct: int, values: list, lo=None, hi=None) -> str | None:
@@ -94,6 +113,19 @@ def test_literals_a_list_ranges_nothing_or_none() -> None:
     assert literal(1, [0.5]) is None
 
 
+def test_the_cost_model_counts_the_files_a_bound_opens() -> None:
+    files = [(100, {"minValues": {"k": 0}, "maxValues": {"k": 999}}),
+             (200, {"minValues": {"k": 1000}, "maxValues": {"k": 1999}}),
+             (400, {"minValues": {"k": 2000}, "maxValues": {"k": 2999}}),
+             (800, {})]  # no statistics: opened
+    assert pruning.read_bytes(files, "k", ((5, 5), (2500, 2600))) == 100 + 400 + 800
+    assert pruning.read_bytes(files, "k", ()) == 800
+    assert pruning.read_bytes(files, "other", ((5, 5),)) == 1500
+    dated = [(10, {"minValues": {"d": "2026-01-01"}, "maxValues": {"d": "2026-01-31"}})]
+    assert pruning.read_bytes(dated, "d", ((datetime.date(2026, 2, 1), datetime.date(2026, 2, 3)),)) == 0
+    assert pruning.read_bytes(dated, "d", ((datetime.date(2026, 1, 31), datetime.date(2026, 2, 3)),)) == 10
+
+
 @pytest.fixture
 def big_table(spark):
     """db ``pruning_test``: ``big`` holds keys 0-9999 in ten files of 1,000 keys each."""
@@ -114,20 +146,43 @@ def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(sp
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
     term = (exp.select("a.k", "b.v").from_("(SELECT * FROM __ivm_changes_test) AS a")
             .join(f"{big_table} VERSION AS OF {version} AS b", on="a.k = b.k"))
-    bounded = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
-    assert bounded.sql() != term.sql()
+    bounded, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
+    assert bounded.sql() != term.sql() and [r.column for r in reads] == ["k"]
     with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):  # leaves in the plan itself
         frame = spark.sql(to_sql(bounded, pretty=False))
         rows = frame.collect()
         assert sorted(rows) == sorted(spark.sql(to_sql(term, pretty=False)).collect())
         assert len(rows) == len(keys)
-        read = [leaf.metrics().apply("numFiles").value() for leaf in _leaves(frame) if leaf.metrics().contains("numFiles")]
+        scans = [leaf.metrics() for leaf in _leaves(frame) if leaf.metrics().contains("numFiles")]
+        read = [metrics.apply("numFiles").value() for metrics in scans]
     assert read == [files]  # of 10 (Delta skips by an IN list's least and greatest value)
-    small = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE - 1)
-    assert small.sql() == term.sql()  # a small input is read as it is
+    # what the cost model counts, from the checksum file, is what Delta read
+    log = DeltaLog(spark)
+    assert cost.scanned_bytes(bounded, reads, log.size_bytes, log.file_stats) == scans[0].apply("filesSize").value()
+    small, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE - 1)
+    assert small.sql() == term.sql() and reads == []  # a small input is read as it is
 
 
 def _leaves(frame):
     plan = frame._jdf.queryExecution().executedPlan()
     leaves = plan.collectLeaves()
     return [leaves.apply(i) for i in range(leaves.size())]
+
+
+def test_a_null_safe_bound_reads_the_null_keys_file_too(spark, big_table) -> None:
+    """A touched-keys recompute's semi join matches a NULL key with NULL (``<=>``): the bound
+    adds ``OR k IS NULL``, and Delta skips the files that hold no NULL."""
+    spark.sql(f"INSERT INTO {big_table} SELECT /*+ COALESCE(1) */ CAST(NULL AS INT), concat('n', id) FROM range(5)")
+    spark.sql("SELECT * FROM VALUES (5), (NULL) AS c(k)").createOrReplaceTempView("__ivm_changes_test")
+    version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
+    term = (exp.select("b.k", "b.v").from_(f"{big_table} VERSION AS OF {version} AS b")
+            .join("(SELECT * FROM __ivm_changes_test) AS a", on="b.k <=> a.k", join_type="LEFT SEMI"))
+    bounded, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
+    assert "IS NULL" in bounded.sql() and reads == []  # the cost model counts it whole
+    with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):
+        frame = spark.sql(to_sql(bounded, pretty=False))
+        rows = frame.collect()
+        assert sorted(rows, key=str) == sorted(spark.sql(to_sql(term, pretty=False)).collect(), key=str)
+        assert len(rows) == 6  # key 5 and the five NULL keys
+        read = [leaf.metrics().apply("numFiles").value() for leaf in _leaves(frame) if leaf.metrics().contains("numFiles")]
+    assert read == [2]  # of 11: keys 0-999, and the NULLs

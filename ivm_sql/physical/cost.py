@@ -9,10 +9,12 @@ change is. Two rules pick the cheaper way, as Databricks' Enzyme does per refres
 refresh says which one fired:
 
 - **rows**: the change is a large share of the rows the stage reads;
-- **scans**: the change query scans, whole, at least as many bytes as the recompute does
-  (both pay for the stage's own table, once read and once written, so the scans decide, and
-  the incremental way's extra statements break a tie). A change to both sides of a join does
-  this: each side's term scans the other side in full.
+- **scans**: the change query scans at least as many bytes as the recompute does (both pay
+  for the stage's own table, once read and once written, so the scans decide, and the
+  incremental way's extra statements break a tie). An input a join term reads bounded by
+  the change's keys (``physical.pruning``) counts only the files whose statistics overlap
+  them; any other, whole. A change to both sides of a join with scattered keys does this:
+  each side's term reads the other side in full.
 
 Sizes come from Delta's checksum files (no Spark job); an unknown size decides nothing.
 """
@@ -22,12 +24,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from ivm_sql.config import RefreshSettings
+from ivm_sql.physical import execution
+from ivm_sql.physical.pruning import BoundRead, read_bytes
 
 # Below this many changed rows both ways cost Spark's fixed cost per statement, and a
 # recompute would also make every stage above it recompute: the rows rule stays quiet.
 SMALL_CHANGE = 10_000
 COST_REASON = "cheaper than incremental"  # how both rules' reasons start
+
+
+class CheaperToRecompute(Exception):
+    """Raised where a rule finds a recompute cheaper once the change is known; its text is the reason."""
 
 
 @dataclass(frozen=True)
@@ -61,14 +71,14 @@ class CostModel:
         )
 
     def scan_reason(self, change_bytes: int | None, recompute_bytes: int | None) -> str | None:
-        """The scans rule: the bytes of Delta tables the change query and the recompute scan
-        whole (each scan counted, repeats too; None: a size is unknown)."""
+        """The scans rule: the bytes of Delta tables the change query and the recompute read
+        (``scanned_bytes``: each scan counted, repeats too; None: a size is unknown)."""
         if self.recompute_above is None or change_bytes is None or recompute_bytes is None:
             return None
         if recompute_bytes == 0 or change_bytes < recompute_bytes:
             return None
         return (
-            f"{COST_REASON}: its change scans {_size(change_bytes)} of tables whole, "
+            f"{COST_REASON}: its change reads {_size(change_bytes)} of tables, "
             f"a recompute {_size(recompute_bytes)}"
         )
 
@@ -78,7 +88,8 @@ class CostModel:
         return (
             f"recomputed instead when a refresh's changed rows exceed {self.recompute_above:.0%} "
             f"of the rows the stage reads (refresh.recompute_above) and {SMALL_CHANGE:,} rows, "
-            "or when its change would scan, whole, at least the bytes a recompute scans"
+            "or when its change would scan at least the bytes a recompute scans (an input bounded by the change's keys: "
+            "the files they open)"
         )
 
 
@@ -87,3 +98,18 @@ def _size(size: int) -> str:
         if size >= scale:
             return f"{size / scale:.1f} {unit}"
     return f"{size} bytes"
+
+
+def scanned_bytes(query: exp.Query, bounded: list[BoundRead], size: Callable[[str, int], int | None],
+                  file_stats: Callable[[str, int], list[tuple[int, dict]] | None]) -> int | None:
+    """Bytes of the Delta table versions ``query`` scans, each scan counted (not the range
+    reads of a temporal filter): whole, or, for a table ``bounded`` by the change's keys, the
+    files whose statistics overlap the bounds (``file_stats``: each file's size and
+    statistics, from Delta's checksum file); None if a size is unknown."""
+    bounds = {id(read.table): read for read in bounded}
+    sizes = []
+    for node, (table, version) in execution.scan_nodes(query, range_reads=False):
+        read = bounds.get(id(node))
+        files = file_stats(table, version) if read is not None else None
+        sizes.append(size(table, version) if files is None else read_bytes(files, read.column, read.ranges))
+    return None if None in sizes else sum(sizes)

@@ -54,8 +54,13 @@ def scans(query: exp.Expression, range_reads: bool = True) -> list[tuple[str, in
     included; its change data feed reads (``table_changes``) are not among them. Without
     ``range_reads``, nor are the reads of rows a moving clock passed (``incremental.temporal``):
     a range predicate on a time column, which Delta's file statistics prune."""
+    return [scan for _, scan in scan_nodes(query, range_reads)]
+
+
+def scan_nodes(query: exp.Expression, range_reads: bool = True) -> list[tuple[exp.Table, tuple[str, int]]]:
+    """``scans``, each with the node that reads it."""
     return [
-        (".".join(part.name for part in node.parts), int(node.args["version"].expression.name))
+        (node, (".".join(part.name for part in node.parts), int(node.args["version"].expression.name)))
         for node in query.find_all(exp.Table)
         if node.args.get("version") is not None and (range_reads or not _in_clock_term(node))
     ]

@@ -1,4 +1,4 @@
-"""Which literal prunes what: a join term's read of a large table, bounded by its change's keys.
+"""Which literal prunes what: a large table read beside a change, bounded by the change's keys.
 
 The join rule's term ΔA ⋈ B reads B whole for a change to A of a few rows (DBSP's bilinear
 expansion, ``incremental.join``). Open-source Delta has no dynamic file pruning: it skips a
@@ -19,6 +19,13 @@ B joins only where ``b.y = a.x`` for a value ``x`` of the change (never NULL: ``
 no NULL). So it changes what is read, never the result. Spark pushes it below the term's
 projections and UNION ALLs down to B's Delta scan.
 
+The same holds for a LEFT SEMI join, in either direction: a touched-keys recompute
+(``incremental.recompute``) reads each input only where its key is among the touched keys,
+``r.k <=> touched.k``, and the touched keys come from the change. That equality is
+null-safe, so a NULL among the change's keys adds ``OR r.k IS NULL`` (Delta skips by its
+null counts too). A LEFT ANTI join or an outer join bounds nothing: its output holds rows
+that match no key.
+
 A change counts only when its query reads nothing but kept change data feeds (its bounds are
 one small job over memory), and only inputs whose Delta tables hold ``LARGE_TABLE`` bytes or
 more are bounded: below that the job costs more than the files it skips.
@@ -33,7 +40,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ivm_sql.physical import execution
+from ivm_sql.incremental.recompute import TOUCHED
 from ivm_sql.physical.changes import is_change_read
 from ivm_sql.sqlbuild import col, lit, to_sql
 
@@ -48,62 +55,117 @@ SPLIT_AT_MOST = 100_000  # distinct values fetched to split them at gaps; more: 
 @dataclass(frozen=True)
 class Bound:
     """In the SELECT ``term``, input ``table_alias``'s column ``column`` is bounded by the
-    values of ``change_alias``'s column ``key``."""
+    values of ``change_alias``'s column ``key`` (``null_safe``: and by its NULL, if any)."""
 
     term: exp.Select
     change_alias: str
     key: str
     table_alias: str
     column: str
+    null_safe: bool = False
 
     def describe(self) -> str:
         """``table.column by the change's key``, for ``ivm compile``."""
         source = _sources(self.term)[self.table_alias]
         tables = sorted({".".join(p.name for p in t.parts) for t in source.find_all(exp.Table) if not is_change_read(t)})
-        return f"{'/'.join(tables) or self.table_alias}.{self.column} by the change's {self.key}"
+        keys = "the touched keys" if self.change_alias == TOUCHED else f"the change's {self.key}"
+        return f"{'/'.join(tables) or self.table_alias}.{_origin(source, self.column)[1]} by {keys}"
 
 
 def bounds(query: exp.Query) -> list[Bound]:
     """Every equality between a kept change's column and another input's column, in every
-    inner-join SELECT of ``query``."""
+    SELECT of ``query`` whose joins are inner joins or LEFT SEMI joins."""
     found = []
     for term in query.find_all(exp.Select):
         sources = _sources(term)
         changes = {name for name, source in sources.items() if _reads_only_changes(source)}
         for condition in _conditions(term):
-            if not (isinstance(condition, exp.EQ) and isinstance(condition.this, exp.Column)
+            if not (isinstance(condition, (exp.EQ, exp.NullSafeEQ)) and isinstance(condition.this, exp.Column)
                     and isinstance(condition.expression, exp.Column)):
                 continue
+            null_safe = isinstance(condition, exp.NullSafeEQ)
             for left, right in ((condition.this, condition.expression), (condition.expression, condition.this)):
                 a, b = left.table, right.table
                 if a in changes and b in sources and b not in changes:
-                    found.append(Bound(term, a, left.name, b, right.name))
+                    found.append(Bound(term, a, left.name, b, right.name, null_safe))
     return found
 
 
-def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int], int | None]) -> exp.Query:
+@dataclass(frozen=True)
+class BoundRead:
+    """A Delta table read only where its ``column`` is in ``ranges`` ((least, greatest) pairs,
+    inclusive; none: nothing can join): ``table`` is the node that reads it, in the bounded
+    query. The cost model counts only the files whose statistics overlap the ranges."""
+
+    table: exp.Table
+    column: str
+    ranges: tuple[tuple, ...]
+
+
+def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int | None], int | None]) -> tuple[exp.Query, list[BoundRead]]:
     """``query`` with each of its ``bounds`` on a large input written as literals, computed
-    from the change, one job per change read (``table_bytes(table, version)``: a Delta
-    table's size, None when unknown, which counts as large)."""
+    from the change, one job per distinct change read (``table_bytes(table, version)``: a
+    Delta table's size, None when unknown, which counts as large; version None for a table
+    read as it stands, the stage's own); and the tables those literals reach."""
     query = query.copy()
-    by_change: dict[tuple[int, str], list[Bound]] = {}
+    reads = []
+    by_change: dict[str, list[Bound]] = {}  # the change's SQL: a touched-keys recompute uses it twice
     for bound in bounds(query):
-        source = _sources(bound.term)[bound.table_alias]
-        sizes = [table_bytes(t, v) for t, v in execution.scans(source)]
-        if sizes and sum(LARGE_TABLE if s is None else s for s in sizes) >= LARGE_TABLE:
-            by_change.setdefault((id(bound.term), bound.change_alias), []).append(bound)
+        if _is_large(_sources(bound.term)[bound.table_alias], table_bytes):
+            change = _sources(bound.term)[bound.change_alias]
+            by_change.setdefault(to_sql(change, pretty=False), []).append(bound)
     for group in by_change.values():
         values = _values(spark, _sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group}))
         for bound in group:
-            predicate = _literal_predicate(col(bound.column, bound.table_alias), _key_ranges(*values[bound.key]))
-            if predicate is not None:
-                bound.term.where(predicate, append=True, copy=False)
-    return query
+            *key_values, has_null = values[bound.key]
+            target = col(bound.column, bound.table_alias)
+            ranges = _key_ranges(*key_values)
+            predicate = _literal_predicate(target, ranges)
+            if predicate is None:
+                continue
+            origin, column = _origin(_sources(bound.term)[bound.table_alias], bound.column)
+            if bound.null_safe and has_null:
+                predicate = exp.or_(exp.paren(predicate), exp.Is(this=target.copy(), expression=exp.Null()))
+            elif isinstance(origin, exp.Table):  # (a NULL's file cannot be told by its least and greatest)
+                reads.append(BoundRead(origin, column, tuple(ranges)))
+            bound.term.where(predicate, append=True, copy=False)
+    return query, reads
+
+
+def read_bytes(files: list[tuple[int, dict]], column: str, ranges: tuple[tuple, ...]) -> int:
+    """Bytes of the files (size, Delta statistics) a read bounded to ``ranges`` of ``column``
+    opens: those whose least and greatest value overlap a range, and those without statistics."""
+    total = 0
+    for size, stats in files:
+        low, high = stats.get("minValues", {}).get(column), stats.get("maxValues", {}).get(column)
+        try:
+            opened = low is None or high is None or any(
+                _comparable(first) <= high and low <= _comparable(last) for first, last in ranges)
+        except TypeError:  # statistics of another type than the keys: the file counts
+            opened = True
+        total += size if opened else 0
+    return total
+
+
+def _comparable(value):
+    """A key as Delta's JSON statistics write it: a date as its ISO text, a decimal as a number."""
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    return float(value) if isinstance(value, decimal.Decimal) else value
+
+
+def _is_large(source: exp.Expression, table_bytes: Callable[[str, int | None], int | None]) -> bool:
+    """Whether the Delta tables a FROM item reads (at a version, or as they stand) hold
+    LARGE_TABLE bytes or more."""
+    reads = [(".".join(p.name for p in t.parts), int(t.args["version"].expression.name) if t.args.get("version") else None)
+             for t in source.find_all(exp.Table) if t.db and not is_change_read(t)]  # not a CTE's name
+    sizes = [table_bytes(t, v) for t, v in reads]
+    return bool(sizes) and sum(LARGE_TABLE if s is None else s for s in sizes) >= LARGE_TABLE
 
 
 def _values(spark, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
     """Per key column of a change: (distinct values, them sorted when at most SPLIT_AT_MOST,
-    least, greatest), in one job."""
+    least, greatest, whether it holds a NULL), in one job (NULL is none of the others)."""
     inner = change.this if isinstance(change, exp.Subquery) else exp.select(exp.Star()).from_(change.copy())
     outputs = []
     for i, key in enumerate(keys):
@@ -112,9 +174,10 @@ def _values(spark, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
             exp.alias_(exp.func("slice", exp.func("sort_array", exp.func("collect_set", col(key))), lit(1), lit(SPLIT_AT_MOST + 1)), f"few{i}"),
             exp.alias_(exp.Min(this=col(key)), f"lo{i}"),
             exp.alias_(exp.Max(this=col(key)), f"hi{i}"),
+            exp.alias_(exp.func("bool_or", exp.Is(this=col(key), expression=exp.Null())), f"null{i}"),
         ]
     row = spark.sql(to_sql(exp.select(*outputs).from_(inner.subquery("c")), pretty=False)).first()
-    return {key: (row[f"n{i}"], row[f"few{i}"], row[f"lo{i}"], row[f"hi{i}"]) for i, key in enumerate(keys)}
+    return {key: (row[f"n{i}"], row[f"few{i}"], row[f"lo{i}"], row[f"hi{i}"], bool(row[f"null{i}"])) for i, key in enumerate(keys)}
 
 
 def _key_ranges(distinct: int, values: list, lo, hi) -> list[tuple]:
@@ -181,12 +244,37 @@ def _sources(term: exp.Select) -> dict[str, exp.Expression]:
 
 
 def _conditions(term: exp.Select) -> list[exp.Expression]:
-    """The conjuncts of the term's inner joins' ON and of its WHERE (none for an outer join)."""
+    """The conjuncts of the term's joins' ON and of its WHERE, when every join is an inner
+    join or a LEFT SEMI join (none for an outer or anti join)."""
     joins = term.args.get("joins") or []
-    if any(join.side or join.kind not in ("", "INNER", "CROSS") for join in joins):
+    if not all(_filters_both_sides(join) for join in joins):
         return []
     parts = [join.args.get("on") for join in joins] + [term.args["where"].this if term.args.get("where") else None]
     return [c for part in parts if part is not None for c in (part.flatten() if isinstance(part, exp.And) else [part])]
+
+
+def _origin(source: exp.Expression, column: str) -> tuple[exp.Expression | None, str]:
+    """Where a FROM item's column comes from, as far as plain renames through subqueries go
+    (``orders.customer_id AS p0``: the ``orders`` table node and customer_id)."""
+    while isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
+        picked = [e for e in source.this.expressions if e.alias_or_name == column]
+        if len(picked) != 1 or not isinstance(picked[0].unalias(), exp.Column):
+            break
+        named = picked[0].unalias()
+        inputs = _sources(source.this)
+        column = named.name
+        if named.table:
+            source = inputs.get(named.table)
+        else:  # an unqualified column: plain only over a single input
+            source = next(iter(inputs.values())) if len(inputs) == 1 else None
+    return source, column
+
+
+def _filters_both_sides(join: exp.Join) -> bool:
+    """Whether every row a join outputs matches its ON condition: inner, cross, LEFT SEMI."""
+    if join.side:
+        return join.side == "LEFT" and join.kind == "SEMI"
+    return join.kind in ("", "INNER", "CROSS")
 
 
 def _reads_only_changes(source: exp.Expression) -> bool:
@@ -197,7 +285,7 @@ def _reads_only_changes(source: exp.Expression) -> bool:
 
 def describe() -> str:
     return (
-        f"in a join term, an input that scans {LARGE_TABLE // 2**20} MiB of Delta data or more is read only where "
-        f"its join key is among the change's keys (IN a list of up to {LISTED}, or up to {RANGES} BETWEEN ranges "
+        f"in a join term or a touched-keys recompute, an input that scans {LARGE_TABLE // 2**20} MiB of Delta data "
+        f"or more is read only where its join key is among the change's keys (IN a list of up to {LISTED}, or up to {RANGES} BETWEEN ranges "
         "split at the widest gaps): literals Delta skips files by"
     )

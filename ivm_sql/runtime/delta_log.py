@@ -345,17 +345,35 @@ class DeltaLog:
             self._sizes[(table, version)] = size if isinstance(size, int) else None
         return self._sizes[(table, version)]
 
+    def files(self, table: str, version: int) -> list[dict] | None:
+        """The table's files at a version (path, size, stats, deletionVector), from the file
+        list in the checksum file Delta writes beside each commit; None when there is none."""
+        folder, name = self._log(table), f"{version:020d}.crc"
+        try:
+            files = json.loads(folder.read(name)).get("allFiles") if folder.exists(name) else None
+        except ValueError:
+            return None
+        return files if isinstance(files, list) and all(isinstance(f, dict) for f in files) else None
+
+    def file_stats(self, table: str, version: int) -> list[tuple[int, dict]] | None:
+        """Each file's size and statistics (minValues, maxValues, ...) at a version; None
+        when the checksum file holds no file list."""
+        files = self.files(table, version)
+        try:
+            return None if files is None else [(int(f.get("size") or 0), json.loads(f.get("stats") or "{}")) for f in files]
+        except (ValueError, TypeError):
+            return None
+
     def row_count(self, table: str, version: int, once: str | None = None) -> int | None:
         """The table's rows at a version, from the file list in the checksum file Delta writes
         beside each commit (a file's ``numRecords`` less the rows its deletion vector
         removed). With ``once``, a column every row must hold 1 in (as its statistics show:
         minimum and maximum 1, no NULL), else the count is not certain. None when the
         checksum file, its file list or a file's statistics are missing."""
-        folder, name = self._log(table), f"{version:020d}.crc"
+        files = self.files(table, version)
+        if files is None:
+            return None
         try:
-            files = json.loads(folder.read(name)).get("allFiles") if folder.exists(name) else None
-            if not isinstance(files, list):
-                return None
             count = 0
             for file in files:
                 stats = json.loads(file.get("stats") or "{}")

@@ -34,7 +34,7 @@ from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import execution, layout, pruning
-from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CostModel
+from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CheaperToRecompute, CostModel, scanned_bytes
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
 from ivm_sql.incremental import extremes
@@ -204,7 +204,6 @@ class Refresher:
         change = None
         if reason is None:
             change = stage.change_query({**pins, CLOCK: clock_versions(record.get("now"), self.now)})
-            reason = self.cost.scan_reason(self._scanned_bytes(change), self._scanned_bytes(self._initial(stage)))
         if reason is not None:
             self._enable_change_feeds(stage)
             if not self._same_shape(stage, reason):
@@ -228,6 +227,9 @@ class Refresher:
                     self._apply_change(stage, change, latest, small_change=sum(changed.values()) <= SMALL_CHANGE)
                 except history.HistoryGone:  # nothing was committed: recompute instead
                     reason = history.gone_reason(self._changed_ranges(pins))
+                    self._recompute(stage, exists, fingerprint)
+                except CheaperToRecompute as cheaper:  # nor here: what the change reads decided
+                    reason = str(cheaper)
                     self._recompute(stage, exists, fingerprint)
             if self.log.latest_version(stage.table) == before:
                 # The change consolidated to nothing and Delta committed nothing: record the
@@ -300,13 +302,20 @@ class Refresher:
     def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, small_change: bool) -> None:
         """One MERGE of the stage's change (``change_query``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
-        version, which the MERGE reads. Join terms read large inputs bounded by the change's
-        keys (``physical.pruning``). Raises ``HistoryGone`` when a file of a source's change
-        data feed is missing (VACUUM removed it)."""
+        version, which the MERGE reads. Join terms and touched-keys recomputes read large
+        inputs bounded by the change's keys (``physical.pruning``). Raises ``HistoryGone``
+        when a file of a source's change data feed is missing (VACUUM removed it), and
+        ``CheaperToRecompute`` when the cost model's scans rule, with the bounds known, finds
+        a recompute cheaper."""
         if change is None:
             return
         try:
-            change = pruning.bounded(self.spark, self.changes.rewrite(change), self._size)
+            # the one table a change reads as it stands is the stage's own (its stored rows)
+            sizes = lambda table, version: self._size(table, own_version if version is None else version)  # noqa: E731
+            change, bounded = pruning.bounded(self.spark, self.changes.rewrite(change), sizes)
+            cheaper = self.cost.scan_reason(self._scanned_bytes(change, bounded), self._scanned_bytes(self._initial(stage)))
+            if cheaper is not None:
+                raise CheaperToRecompute(cheaper)
             small = small_change and self._is_small(change, also=[(stage.table, own_version)])
             with execution.for_small_data(self.spark, enabled=small), self._solved(stage, change) as change, \
                     self._settled(stage, change) as (change, rows), materialized(self.spark, change, rows) as staged:
@@ -376,13 +385,10 @@ class Refresher:
         if now is not None:
             self.now_of[table] = now
 
-    def _scanned_bytes(self, query: exp.Query | None) -> int | None:
-        """Bytes of the Delta table versions ``query`` scans whole, each scan counted (not the
-        range reads of a temporal filter); None if a size is unknown."""
-        if query is None:
-            return 0
-        sizes = [self._size(t, v) for t, v in execution.scans(query, range_reads=False)]
-        return None if None in sizes else sum(sizes)
+    def _scanned_bytes(self, query: exp.Query, bounded: list[pruning.BoundRead] = ()) -> int | None:
+        """``cost.scanned_bytes`` from this refresh's Delta log."""
+        return scanned_bytes(query, list(bounded), self._size,
+                             lambda table, version: self._run(lambda: self.log.file_stats(table, version), table))
 
     def _size(self, table: str, version: int) -> int | None:
         return self._run(lambda: self.log.size_bytes(table, version), table)

@@ -5,8 +5,8 @@
 -- each refresh: each source's change data feed is read once per refresh and kept in memory for every stage that reads it; the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
 -- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows;
 -- execution: a change that reads under 32 MiB of Delta data (and is small itself), or a recompute that reads under 4 MiB, runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
--- pruning: in a join term, an input that scans 8 MiB of Delta data or more is read only where its join key is among the change's keys (IN a list of up to 16, or up to 4 BETWEEN ranges split at the widest gaps): literals Delta skips files by;
--- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows, or when its change would scan, whole, at least the bytes a recompute scans.
+-- pruning: in a join term or a touched-keys recompute, an input that scans 8 MiB of Delta data or more is read only where its join key is among the change's keys (IN a list of up to 16, or up to 4 BETWEEN ranges split at the widest gaps): literals Delta skips files by;
+-- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows, or when its change would scan at least the bytes a recompute scans (an input bounded by the change's keys: the files they open).
 
 -- stage 1/1: shop.__ivm_order_lines [bag] incremental: linear and join changes applied to the stored rows (multiplicity per row)
 -- first refresh (or recompute):
@@ -231,7 +231,7 @@ WHEN NOT MATCHED THEN INSERT (
   `s`.`status`,
   `s`.`__ivm_w`
 );
--- join terms read a large input only where the change's keys are: shop.customers.id by the change's customer_id; shop.orders.customer_id by the change's id; shop.orders.product_id by the change's id; shop.products.id by the change's product_id
+-- large inputs read only where the change's keys are: shop.customers.id by the change's customer_id; shop.orders.customer_id by the change's id; shop.orders.product_id by the change's id; shop.products.id by the change's product_id
 
 -- what users query:
 CREATE OR REPLACE VIEW `shop`.`order_lines` AS
