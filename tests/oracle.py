@@ -43,16 +43,22 @@ INCREMENTAL_ONLY = "refresh: {recompute_above: never}\n"
 EMPTIED = {2: "orders", 3: "products"}
 
 
-def global_recomputes(plans) -> dict[str, str]:
-    """Per view, the strategy of a stage that recomputes everything on any change, if any."""
-    return {plan.name: s.strategy for plan in plans for s in plan.stages if s.recomputes_all}
+def global_recomputes(plans) -> dict[str, set[str]]:
+    """Per view, the strategies of its stages that recompute everything on any change (a
+    view may have several: an EXISTS below a COUNT(DISTINCT))."""
+    found: dict[str, set[str]] = {}
+    for plan in plans:
+        for stage in plan.stages:
+            if stage.recomputes_all:
+                found.setdefault(plan.name, set()).add(stage.strategy)
+    return found
 
 
-def plain_dml_recomputed(reports, recomputes_all: dict[str, str]) -> list:
+def plain_dml_recomputed(reports, recomputes_all: dict[str, set[str]]) -> list:
     """The reports of views plain DML did not refresh incrementally, but those whose plan
     recomputes everything on any change (and says so)."""
     return [r for r in reports if r.action not in ("incremental", "unchanged")
-            and not (r.action == "recomputed" and r.reason == recomputes_all.get(r.view))]
+            and not (r.action == "recomputed" and r.reason in recomputes_all.get(r.view, set()))]
 
 
 def chosen_by_cost(reason: str) -> bool:
