@@ -180,8 +180,9 @@ def refresh(
         def show(report) -> None:
             while header:  # printed with the first view, so a refresh refused at once prints only why
                 out.print(header.pop(), markup=False)
+            bounded = f"; {report.bounded_reads}" if report.bounded_reads else ""
             progress.view_done(
-                f"{report.view:<32} {report.rows_in:>8} {report.rows_out:>9} {report.seconds:>6.1f}s  {report.strategy}"
+                f"{report.view:<32} {report.rows_in:>8} {report.rows_out:>9} {report.seconds:>6.1f}s  {report.strategy}{bounded}"
             )
 
         with RefreshProgress(out, live=out.is_terminal) as progress:

@@ -353,7 +353,12 @@ def test_a_change_to_both_sides_bounded_to_few_files_is_applied(spark, tmp_proje
     project.refresh()
     project.sql("INSERT INTO orders VALUES (1000, 5, 5, 'new')")
     project.sql("UPDATE customers SET country = 'NL' WHERE id = 3")
-    assert actions(project.refresh()) == {"lines": ("incremental", "")}
+    (report,) = project.refresh()
+    assert (report.action, report.reason) == ("incremental", "")
+    # each side's term opened one file of the other side (ten slabs, and the new row's file)
+    assert sorted((t.split(".")[-1], opened) for t, (opened, _) in report.files_read.items()) == [("customers", 1), ("orders", 1)]
+    assert all(total >= 10 for _, total in report.files_read.values()), report.files_read
+    assert report.bounded_reads.startswith("read 1 of "), report.bounded_reads
     assert_correct(project, [LINES], "")
 
 

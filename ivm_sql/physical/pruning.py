@@ -69,7 +69,8 @@ class Bound:
         source = _sources(self.term)[self.table_alias]
         tables = sorted({".".join(p.name for p in t.parts) for t in source.find_all(exp.Table) if not is_change_read(t)})
         keys = "the touched keys" if self.change_alias == TOUCHED else f"the change's {self.key}"
-        return f"{'/'.join(tables) or self.table_alias}.{_origin(source, self.column)[1]} by {keys}"
+        origins = [name for table, name in _origins(source, self.column) if not is_change_read(table)]
+        return f"{'/'.join(tables) or self.table_alias}.{origins[0] if origins else self.column} by {keys}"
 
 
 def bounds(query: exp.Query) -> list[Bound]:
@@ -123,28 +124,49 @@ def bounded(spark, query: exp.Query, table_bytes: Callable[[str, int | None], in
             predicate = _literal_predicate(target, ranges)
             if predicate is None:
                 continue
-            origin, column = _origin(_sources(bound.term)[bound.table_alias], bound.column)
             if bound.null_safe and has_null:
                 predicate = exp.or_(exp.paren(predicate), exp.Is(this=target.copy(), expression=exp.Null()))
-            elif isinstance(origin, exp.Table):  # (a NULL's file cannot be told by its least and greatest)
-                reads.append(BoundRead(origin, column, tuple(ranges)))
+            else:  # (a NULL's file cannot be told by its least and greatest value: counted whole)
+                reads += [BoundRead(table, column, tuple(ranges))
+                          for table, column in _origins(_sources(bound.term)[bound.table_alias], bound.column)
+                          if not is_change_read(table)]
             bound.term.where(predicate, append=True, copy=False)
     return query, reads
 
 
-def read_bytes(files: list[tuple[int, dict]], column: str, ranges: tuple[tuple, ...]) -> int:
-    """Bytes of the files (size, Delta statistics) a read bounded to ``ranges`` of ``column``
-    opens: those whose least and greatest value overlap a range, and those without statistics."""
-    total = 0
+def opened_files(files: list[tuple[int, dict]], column: str, ranges: tuple[tuple, ...]) -> list[tuple[int, dict]]:
+    """The files (size, Delta statistics) a read bounded to ``ranges`` of ``column`` opens:
+    those whose least and greatest value overlap a range, and those without statistics."""
+    opened = []
     for size, stats in files:
         low, high = stats.get("minValues", {}).get(column), stats.get("maxValues", {}).get(column)
         try:
-            opened = low is None or high is None or any(
+            overlaps = low is None or high is None or any(
                 _comparable(first) <= high and low <= _comparable(last) for first, last in ranges)
         except TypeError:  # statistics of another type than the keys: the file counts
-            opened = True
-        total += size if opened else 0
-    return total
+            overlaps = True
+        if overlaps:
+            opened.append((size, stats))
+    return opened
+
+
+def read_bytes(files: list[tuple[int, dict]], column: str, ranges: tuple[tuple, ...]) -> int:
+    """Bytes of the files ``opened_files`` opens."""
+    return sum(size for size, _ in opened_files(files, column, ranges))
+
+
+def files_read(reads: list[BoundRead], file_stats: Callable[[str, int], list[tuple[int, dict]] | None]) -> dict[str, tuple[int, int]]:
+    """Per bounded table: (files its bounds open, files it has), summed over its reads, for
+    ``ivm refresh`` to show (tables read as they stand, or without file statistics, are left out)."""
+    tally: dict[str, tuple[int, int]] = {}
+    for read in reads:
+        version = read.table.args.get("version")
+        name = ".".join(part.name for part in read.table.parts)
+        files = file_stats(name, int(version.expression.name)) if version is not None else None
+        if files is not None:
+            opened, total = tally.get(name, (0, 0))
+            tally[name] = (opened + len(opened_files(files, read.column, read.ranges)), total + len(files))
+    return tally
 
 
 def _comparable(value):
@@ -253,21 +275,39 @@ def _conditions(term: exp.Select) -> list[exp.Expression]:
     return [c for part in parts if part is not None for c in (part.flatten() if isinstance(part, exp.And) else [part])]
 
 
-def _origin(source: exp.Expression, column: str) -> tuple[exp.Expression | None, str]:
-    """Where a FROM item's column comes from, as far as plain renames through subqueries go
-    (``orders.customer_id AS p0``: the ``orders`` table node and customer_id)."""
-    while isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
-        picked = [e for e in source.this.expressions if e.alias_or_name == column]
-        if len(picked) != 1 or not isinstance(picked[0].unalias(), exp.Column):
-            break
-        named = picked[0].unalias()
-        inputs = _sources(source.this)
-        column = named.name
-        if named.table:
-            source = inputs.get(named.table)
-        else:  # an unqualified column: plain only over a single input
-            source = next(iter(inputs.values())) if len(inputs) == 1 else None
-    return source, column
+def _origins(source: exp.Expression, column: str) -> list[tuple[exp.Table, str]]:
+    """The tables a FROM item's column is read from, and its name there, as far as plain
+    renames through subqueries and UNION ALL branches go (``orders.customer_id AS p0``: the
+    ``orders`` node and customer_id; an old snapshot, the new one UNION ALL its change: both)."""
+    if isinstance(source, exp.Table):
+        return [(source, column)]
+    if not isinstance(source, exp.Subquery):
+        return []
+    query = source.this
+    if isinstance(query, exp.Union):
+        branches = _branches(query)
+        position = branches[0].named_selects.index(column) if column in branches[0].named_selects else None
+        if position is None:
+            return []
+        return [found for branch in branches for found in _origins(branch.subquery(), branch.named_selects[position])]
+    if not isinstance(query, exp.Select):
+        return []
+    picked = [e for e in query.expressions if e.alias_or_name == column]
+    if len(picked) != 1 or not isinstance(picked[0].unalias(), exp.Column):
+        return []
+    named, inputs = picked[0].unalias(), _sources(query)
+    if named.table:
+        inner = inputs.get(named.table)
+    else:  # an unqualified column: plain only over a single input
+        inner = next(iter(inputs.values())) if len(inputs) == 1 else None
+    return _origins(inner, named.name) if inner is not None else []
+
+
+def _branches(query: exp.Expression) -> list[exp.Select]:
+    """The SELECTs of a UNION ALL, in order (any other query: none)."""
+    if isinstance(query, exp.Union):
+        return _branches(query.this) + _branches(query.expression)
+    return [query] if isinstance(query, exp.Select) else []
 
 
 def _filters_both_sides(join: exp.Join) -> bool:

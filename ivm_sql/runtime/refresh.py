@@ -58,10 +58,25 @@ class ViewReport:
     seconds: float = 0.0
     versions: dict[str, int] = field(default_factory=dict)  # base table -> version reflected
     now: datetime | None = None  # the time its filters on the current time were evaluated at
+    # table -> [files the change's bounds opened, files in the table], over its stages' reads
+    files_read: dict[str, list[int]] = field(default_factory=dict)
+
+    def add_files_read(self, tally: dict[str, tuple[int, int]]) -> None:
+        for table, (opened, total) in tally.items():
+            counts = self.files_read.setdefault(table, [0, 0])
+            counts[0] += opened
+            counts[1] += total
 
     @property
     def strategy(self) -> str:
         return f"{self.action}" + (f" ({self.reason})" if self.reason else "")
+
+    @property
+    def bounded_reads(self) -> str:
+        """``read 1 of 13 files of tpch.lineitem, ...``: what the change's bounds let it skip."""
+        if not self.files_read:
+            return ""
+        return "read " + ", ".join(f"{opened} of {total} files of {table}" for table, (opened, total) in sorted(self.files_read.items()))
 
 
 @dataclass(frozen=True)
@@ -224,7 +239,7 @@ class Refresher:
                 self._recompute(stage, exists, fingerprint)
             else:
                 try:
-                    self._apply_change(stage, change, latest, small_change=sum(changed.values()) <= SMALL_CHANGE)
+                    report.add_files_read(self._apply_change(stage, change, latest, small_change=sum(changed.values()) <= SMALL_CHANGE))
                 except history.HistoryGone:  # nothing was committed: recompute instead
                     reason = history.gone_reason(self._changed_ranges(pins))
                     self._recompute(stage, exists, fingerprint)
@@ -299,16 +314,16 @@ class Refresher:
                 return commit
         raise concurrent.Overtaken(table)
 
-    def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, small_change: bool) -> None:
+    def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, small_change: bool) -> dict[str, tuple[int, int]]:
         """One MERGE of the stage's change (``change_query``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
         version, which the MERGE reads. Join terms and touched-keys recomputes read large
         inputs bounded by the change's keys (``physical.pruning``). Raises ``HistoryGone``
         when a file of a source's change data feed is missing (VACUUM removed it), and
         ``CheaperToRecompute`` when the cost model's scans rule, with the bounds known, finds
-        a recompute cheaper."""
+        a recompute cheaper. Returns the files the bounds opened (``pruning.files_read``)."""
         if change is None:
-            return
+            return {}
         try:
             # the one table a change reads as it stands is the stage's own (its stored rows)
             sizes = lambda table, version: self._size(table, own_version if version is None else version)  # noqa: E731
@@ -321,6 +336,7 @@ class Refresher:
                     self._settled(stage, change) as (change, rows), materialized(self.spark, change, rows) as staged:
                 if staged.rows:
                     self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
+            return pruning.files_read(bounded, self._file_stats)
         except (PySparkException, Py4JJavaError) as error:
             if history.is_missing_file(error):
                 raise history.HistoryGone() from None
@@ -387,8 +403,10 @@ class Refresher:
 
     def _scanned_bytes(self, query: exp.Query, bounded: list[pruning.BoundRead] = ()) -> int | None:
         """``cost.scanned_bytes`` from this refresh's Delta log."""
-        return scanned_bytes(query, list(bounded), self._size,
-                             lambda table, version: self._run(lambda: self.log.file_stats(table, version), table))
+        return scanned_bytes(query, list(bounded), self._size, self._file_stats)
+
+    def _file_stats(self, table: str, version: int) -> list[tuple[int, dict]] | None:
+        return self._run(lambda: self.log.file_stats(table, version), table)
 
     def _size(self, table: str, version: int) -> int | None:
         return self._run(lambda: self.log.size_bytes(table, version), table)
