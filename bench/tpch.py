@@ -322,7 +322,9 @@ def official_functions(project: Project, updates: Path, number: int) -> tuple[in
 def refresh(project: Project, full: bool = False) -> Refresh:
     reports, seconds = timed(lambda: project.refresh(full=full))
     views = {
-        report.view.split(".")[-1]: ViewRun(report.seconds, report.action, report.strategy, report.rows_in, report.rows_out)
+        report.view.split(".")[-1]: ViewRun(report.seconds, report.action,
+                                            "; ".join(filter(None, [report.strategy, report.bounded_reads])),
+                                            report.rows_in, report.rows_out)
         for report in reports
     }
     return Refresh(seconds, views)
