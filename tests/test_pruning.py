@@ -17,6 +17,7 @@ from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler import compile_views, render, symbolic_pins
 from ivm_sql.errors import Location
 from ivm_sql.physical import cost, execution, pruning
+from ivm_sql.physical.changes import is_change_read
 from ivm_sql.runtime.delta_log import DeltaLog
 from ivm_sql.sqlbuild import col, to_sql
 from ivm_sql.viewdefs import parse_view
@@ -50,6 +51,17 @@ def test_each_join_term_bounds_the_other_inputs_by_its_change_keys() -> None:
         "db.orders.product_id by the change's id",  # the products term
         "db.products.id by the change's product_id",  # the orders term
     ]
+
+
+def test_a_bound_reaches_the_tables_of_the_query_itself() -> None:
+    """The cost model finds a bounded read among the query's scans by the node: an old
+    snapshot (the new version UNION ALL the change) must give its own table node, not a copy."""
+    change = change_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id")
+    nodes = {id(t) for t in change.find_all(exp.Table)}
+    origins = [(t, name) for b in pruning.bounds(change)
+               for t, name in pruning._origins(pruning._sources(b.term)[b.table_alias], b.column) if not is_change_read(t)]
+    assert sorted(name for _, name in origins) == ["customer_id", "id"]
+    assert all(id(t) in nodes for t, _ in origins)
 
 
 def test_ivm_compile_names_the_bounds() -> None:

@@ -160,9 +160,8 @@ def files_read(reads: list[BoundRead], file_stats: Callable[[str, int], list[tup
     ``ivm refresh`` to show (tables read as they stand, or without file statistics, are left out)."""
     tally: dict[str, tuple[int, int]] = {}
     for read in reads:
-        version = read.table.args.get("version")
-        name = ".".join(part.name for part in read.table.parts)
-        files = file_stats(name, int(version.expression.name)) if version is not None else None
+        name, version = _read_of(read.table)
+        files = file_stats(name, version) if version is not None else None
         if files is not None:
             opened, total = tally.get(name, (0, 0))
             tally[name] = (opened + len(opened_files(files, read.column, read.ranges)), total + len(files))
@@ -179,10 +178,15 @@ def _comparable(value):
 def _is_large(source: exp.Expression, table_bytes: Callable[[str, int | None], int | None]) -> bool:
     """Whether the Delta tables a FROM item reads (at a version, or as they stand) hold
     LARGE_TABLE bytes or more."""
-    reads = [(".".join(p.name for p in t.parts), int(t.args["version"].expression.name) if t.args.get("version") else None)
-             for t in source.find_all(exp.Table) if t.db and not is_change_read(t)]  # not a CTE's name
+    reads = [_read_of(t) for t in source.find_all(exp.Table) if t.db and not is_change_read(t)]  # not a CTE's name
     sizes = [table_bytes(t, v) for t, v in reads]
     return bool(sizes) and sum(LARGE_TABLE if s is None else s for s in sizes) >= LARGE_TABLE
+
+
+def _read_of(table: exp.Table) -> tuple[str, int | None]:
+    """(the table's name, the version read; None: as it stands)."""
+    version = table.args.get("version")
+    return ".".join(p.name for p in table.parts), int(version.expression.name) if version is not None else None
 
 
 def _values(spark, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
@@ -281,15 +285,18 @@ def _origins(source: exp.Expression, column: str) -> list[tuple[exp.Table, str]]
     ``orders`` node and customer_id; an old snapshot, the new one UNION ALL its change: both)."""
     if isinstance(source, exp.Table):
         return [(source, column)]
-    if not isinstance(source, exp.Subquery):
-        return []
-    query = source.this
+    return _query_origins(source.this, column) if isinstance(source, exp.Subquery) else []
+
+
+def _query_origins(query: exp.Expression, column: str) -> list[tuple[exp.Table, str]]:
+    """``_origins`` of a query's output column: the nodes themselves, not copies, so the cost
+    model finds them among the query's scans."""
     if isinstance(query, exp.Union):
         branches = _branches(query)
-        position = branches[0].named_selects.index(column) if column in branches[0].named_selects else None
-        if position is None:
+        if column not in branches[0].named_selects:
             return []
-        return [found for branch in branches for found in _origins(branch.subquery(), branch.named_selects[position])]
+        position = branches[0].named_selects.index(column)
+        return [found for branch in branches for found in _query_origins(branch, branch.named_selects[position])]
     if not isinstance(query, exp.Select):
         return []
     picked = [e for e in query.expressions if e.alias_or_name == column]
