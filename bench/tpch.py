@@ -51,6 +51,7 @@ from pathlib import Path
 
 import duckdb
 import duckdb_extension_tpch
+import pyinstrument
 import yaml
 from rich import box
 from rich.console import Console
@@ -319,8 +320,15 @@ def official_functions(project: Project, updates: Path, number: int) -> tuple[in
 # measuring --------------------------------------------------------------------------------
 
 
-def refresh(project: Project, full: bool = False) -> Refresh:
-    reports, seconds = timed(lambda: project.refresh(full=full))
+def refresh(project: Project, full: bool = False, profile: Path | None = None) -> Refresh:
+    """``profile``: write a wall-clock profile of the refresh's Python call stack there
+    (pyinstrument; time spent waiting on Spark lands on the ivm call that waits)."""
+    if profile is None:
+        reports, seconds = timed(lambda: project.refresh(full=full))
+    else:
+        with pyinstrument.Profiler(interval=0.005) as profiler:
+            reports, seconds = timed(lambda: project.refresh(full=full))
+        profile.write_text(profiler.output_text(unicode=True, show_all=False, time="seconds"))
     views = {
         report.view.split(".")[-1]: ViewRun(report.seconds, report.action,
                                             "; ".join(filter(None, [report.strategy, report.bounded_reads])),
@@ -349,16 +357,18 @@ def ctas(project: Project, queries: list[str]) -> dict[str, float]:
 
 
 def run_round(project: Project, queries: list[str], round_no: int, functions: Callable[[], tuple[int, int]],
-              loaded_orders: int, kind: str) -> Round:
-    """``functions()`` applies one RF1 + RF2 and says how many orders each inserted, deleted."""
+              loaded_orders: int, kind: str, profiles: Path | None = None) -> Round:
+    """``functions()`` applies one RF1 + RF2 and says how many orders each inserted, deleted.
+    ``profiles``: a folder for the profiles of its incremental and full refreshes."""
+    profile = (lambda name: None) if profiles is None else (lambda name: profiles / f"round{round_no}-{name}.txt")  # noqa: E731
     (inserted, deleted), dml = timed(functions)
     log(f"round {round_no} ({kind}): RF1 of {inserted} and RF2 of {deleted} orders in {dml:.1f}s; incremental refresh")
-    incremental = refresh(project)
+    incremental = refresh(project, profile=profile("incremental"))
     log(f"round {round_no}: incremental {incremental.seconds:.1f}s; comparing with the SELECTs")
     equal, check = timed(lambda: {name: equal_to_select(project, name) for name in queries})
     no_change = refresh(project)
     log(f"round {round_no}: no-change refresh {no_change.seconds:.1f}s; full refresh")
-    full = refresh(project, full=True)
+    full = refresh(project, full=True, profile=profile("full"))
     log(f"round {round_no}: full {full.seconds:.1f}s; CTAS")
     per_view, ctas_total = timed(lambda: ctas(project, queries))
     log(f"round {round_no}: CTAS {ctas_total:.1f}s")
@@ -394,7 +404,8 @@ def benchmark(root: Path, args: argparse.Namespace) -> Run:
     if args.rf == "official":
         updates = update_sets(args.sf, args.sets)
         rounds = [
-            run_round(project, args.queries, n, lambda n=n: official_functions(project, updates, n), rows["orders"], f"official set {n}")
+            run_round(project, args.queries, n, lambda n=n: official_functions(project, updates, n), rows["orders"],
+                      f"official set {n}", args.profile)
             for n in range(1, args.sets + 1)
         ]
     else:
@@ -402,7 +413,7 @@ def benchmark(root: Path, args: argparse.Namespace) -> Run:
         for n, fraction in enumerate(args.rounds, start=1):
             orders = max(1, round(fraction * rows["orders"]))
             functions = lambda n=n, orders=orders: scattered_functions(project, orders, loaded_max_key, args.seed, n)  # noqa: E731
-            rounds.append(run_round(project, args.queries, n, functions, rows["orders"], "scattered"))
+            rounds.append(run_round(project, args.queries, n, functions, rows["orders"], "scattered", args.profile))
     info["load_average_end"] = os.getloadavg()[0]
     project.spark.stop()  # before the work dir goes: Spark holds the metastore in it
     return Run(info, args.sf, args.seed, args.rf, args.queries, rows, generated, loaded, first, rounds)
@@ -555,7 +566,11 @@ def main() -> None:
     parser.add_argument("--conf", action="append", type=spark_setting, default=[], metavar="KEY=VALUE",
                         help="a Spark setting for the project's ivm.yaml (repeatable)")
     parser.add_argument("--seed", type=int, default=2024, help="scattered: seed of the hashes that pick the orders of RF1 and RF2")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="write a wall-clock profile of each round's incremental and full refresh into DIR (pyinstrument)")
     args = parser.parse_args()
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
     with workdir(args.workdir) as root:
         run = benchmark(root, args)
     print_report(run)

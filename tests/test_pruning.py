@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import itertools
 
 import pytest
+import sqlglot
 from sqlglot import exp
 
 from ivm_sql.catalog import StaticCatalog
@@ -158,7 +160,7 @@ def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(sp
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
     term = (exp.select("a.k", "b.v").from_("(SELECT * FROM __ivm_changes_test) AS a")
             .join(f"{big_table} VERSION AS OF {version} AS b", on="a.k = b.k"))
-    bounded, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
+    bounded, reads = pruning.bounded(pruning.KeyValues(spark), term, lambda table, version: pruning.LARGE_TABLE)
     assert bounded.sql() != term.sql() and [r.column for r in reads] == ["k"]
     with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):  # leaves in the plan itself
         frame = spark.sql(to_sql(bounded, pretty=False))
@@ -171,7 +173,7 @@ def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(sp
     # what the cost model counts, from the checksum file, is what Delta read
     log = DeltaLog(spark)
     assert cost.scanned_bytes(bounded, reads, log.size_bytes, log.file_stats) == scans[0].apply("filesSize").value()
-    small, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE - 1)
+    small, reads = pruning.bounded(pruning.KeyValues(spark), term, lambda table, version: pruning.LARGE_TABLE - 1)
     assert small.sql() == term.sql() and reads == []  # a small input is read as it is
 
 
@@ -189,7 +191,7 @@ def test_a_null_safe_bound_reads_the_null_keys_file_too(spark, big_table) -> Non
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
     term = (exp.select("b.k", "b.v").from_(f"{big_table} VERSION AS OF {version} AS b")
             .join("(SELECT * FROM __ivm_changes_test) AS a", on="b.k <=> a.k", join_type="LEFT SEMI"))
-    bounded, reads = pruning.bounded(spark, term, lambda table, version: pruning.LARGE_TABLE)
+    bounded, reads = pruning.bounded(pruning.KeyValues(spark), term, lambda table, version: pruning.LARGE_TABLE)
     assert "IS NULL" in bounded.sql() and reads == []  # the cost model counts it whole
     with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):
         frame = spark.sql(to_sql(bounded, pretty=False))
@@ -198,3 +200,56 @@ def test_a_null_safe_bound_reads_the_null_keys_file_too(spark, big_table) -> Non
         assert len(rows) == 6  # key 5 and the five NULL keys
         read = [leaf.metrics().apply("numFiles").value() for leaf in _leaves(frame) if leaf.metrics().contains("numFiles")]
     assert read == [2]  # of 11: keys 0-999, and the NULLs
+
+
+def _feed(spark, name: str, rows: str) -> None:
+    """A kept change data feed (``physical.changes``) of ``(k, __ivm_w)`` rows."""
+    spark.sql(f"SELECT * FROM VALUES {rows} AS c(k, __ivm_w)").createOrReplaceTempView(name)
+
+
+_probes = itertools.count()
+
+
+def _source(select: str) -> exp.Subquery:
+    """A change as a join term reads it: a FROM item."""
+    return sqlglot.parse_one(select, dialect="spark").subquery("change")
+
+
+def _jobs(spark, action) -> tuple[object, int]:
+    """What ``action`` returns, and how many Spark jobs it ran."""
+    context, group = spark.sparkContext, f"key-values-probe-{next(_probes)}"
+    context.setJobGroup(group, "probe")
+    try:
+        result = action()
+    finally:
+        context.setJobGroup("after-probe", "after-probe")
+    return result, len(context.statusTracker().getJobIdsForGroup(group))
+
+
+def test_keys_read_straight_from_a_feed_take_its_values_once_per_refresh(spark) -> None:
+    """Two stages' changes over one feed, filtered differently: both are bounded by all of the
+    feed's keys (a superset of each one's own), fetched by one job."""
+    _feed(spark, "__ivm_changes_kv1", "(3, 1), (5, -1), (9, 1)")
+    values = pruning.KeyValues(spark)
+    small = _source("SELECT c.k, SUM(c.__ivm_w) AS w FROM __ivm_changes_kv1 AS c WHERE c.k < 4 GROUP BY c.k")
+    renamed = _source("SELECT c.k AS p0 FROM __ivm_changes_kv1 AS c WHERE c.__ivm_w > 0")
+    first, jobs = _jobs(spark, lambda: values.of(small, ["k"]))
+    assert first["k"] == (3, [3, 5, 9], 3, 9, False) and jobs == 1
+    second, jobs = _jobs(spark, lambda: values.of(renamed, ["p0"]))
+    assert second["p0"] == first["k"] and jobs == 0
+
+
+def test_a_key_an_outer_join_may_turn_null_takes_the_changes_own_values(spark) -> None:
+    """The feed holds no NULL, the change does (the outer join's missing side): a null-safe
+    bound must see it, or a touched-keys recompute would lose the NULL key's rows."""
+    _feed(spark, "__ivm_changes_kv2", "(5, 1)")
+    change = _source("SELECT x.k FROM (SELECT 1 AS j) AS d LEFT JOIN __ivm_changes_kv2 AS x ON d.j = x.k")
+    distinct, _, _, _, has_null = pruning.KeyValues(spark).of(change, ["k"])["k"]
+    assert (distinct, has_null) == (0, True)
+
+
+def test_values_of_several_feeds_are_their_union() -> None:
+    both = pruning._merged([(2, [1, 4], 1, 4, False), (2, [4, 7], 4, 7, True)])
+    assert both == (3, [1, 4, 7], 1, 7, True)
+    partial = pruning._merged([(2, [1, 4], 1, 4, False), (200_000, [5], 5, 900, False)])
+    assert pruning._key_ranges(*partial[:4]) == [(1, 900)]  # not all fetched: least to greatest

@@ -11,6 +11,8 @@ here say *how* it is computed and applied, and they never change a result:
   memory, so the MERGE does not recompute it and an empty change skips the MERGE;
 - ``execution``: a statement that reads little Delta data runs interpreted, without
   compiling its plan to Java bytecode, which costs more than it saves on few rows;
+- ``sizes``: what the decisions weigh: each table version's bytes and file statistics from
+  Delta's checksum files, and its rows, each asked once per refresh;
 - ``layout``: stage tables keep a change data feed, and get deletion vectors once large;
 - ``describe``: the same decisions as text, for ``ivm compile``.
 """

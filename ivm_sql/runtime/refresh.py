@@ -34,13 +34,14 @@ from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import execution, layout, pruning
-from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CheaperToRecompute, CostModel, scanned_bytes
+from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CheaperToRecompute, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
+from ivm_sql.physical.sizes import TableSizes
 from ivm_sql.incremental import extremes
 from ivm_sql.runtime import concurrent, delta_log, fixpoint, history
 from ivm_sql.runtime.extremes import settled as settled_extremes
-from ivm_sql.sqlbuild import lit, table_at, to_sql
+from ivm_sql.sqlbuild import to_sql
 
 
 RECOMPUTED_BELOW = " was recomputed"  # the reason of a stage over a recomputed table: "<table> was recomputed"
@@ -117,7 +118,6 @@ class Refresher:
         self.rescanned: dict[str, int] = {}  # MIN/MAX stage -> groups rescanned for a lost extreme
         self.full = full
         self.cost = cost
-        self.row_counts: dict[tuple[str, int], int] = {}  # (table, version) -> rows, for the cost model
         self.current: dict[str, int] = {}  # table -> version this refresh reads
         self.base_of: dict[str, dict[str, int]] = {}  # ivm table -> base versions it reflects
         self.recomputed: set[str] = set()
@@ -126,6 +126,8 @@ class Refresher:
         self.ahead: set[str] = set()  # ivm tables a refresh that pinned newer versions got to first
         self.log = log if log is not None else delta_log.DeltaLog(spark)
         self.changes = SourceChanges(spark)
+        self.sizes = TableSizes(spark, self.log, self._run)
+        self.key_values = pruning.KeyValues(spark)  # of the change data feeds ``changes`` keeps
 
     def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None,
                 on_stage: Callable[[StageStart], None] | None = None) -> list[ViewReport]:
@@ -215,7 +217,7 @@ class Refresher:
             report.rows_in += sum(rows for table, rows in changed.items() if table not in own_tables)
             reason = self._history_reason(pins)
         if reason is None:
-            reason = self.cost.recompute_reason(changed, lambda table: self._rows(table, self.current[table]))
+            reason = self.cost.recompute_reason(changed, lambda table: self.sizes.rows(table, self.current[table]))
         change = None
         if reason is None:
             change = stage.change_query({**pins, CLOCK: clock_versions(record.get("now"), self.now)})
@@ -274,7 +276,7 @@ class Refresher:
     def _recompute(self, stage: Stage, exists: bool, fingerprint: str) -> None:
         """Load the stage's whole content at the pinned versions into its table."""
         initial = self._initial(stage)
-        small = self._is_small(initial, recompute=True)
+        small = self.sizes.is_small(initial, recompute=True)
         with execution.for_small_data(self.spark, enabled=small), self._solved(stage, initial) as initial:
             created = not exists or stage.table in self.reshaped
             statement = create_table(stage, initial, fingerprint) if created else overwrite_table(stage, initial)
@@ -326,17 +328,17 @@ class Refresher:
             return {}
         try:
             # the one table a change reads as it stands is the stage's own (its stored rows)
-            sizes = lambda table, version: self._size(table, own_version if version is None else version)  # noqa: E731
-            change, bounded = pruning.bounded(self.spark, self.changes.rewrite(change), sizes)
-            cheaper = self.cost.scan_reason(self._scanned_bytes(change, bounded), self._scanned_bytes(self._initial(stage)))
+            sizes = lambda table, version: self.sizes.bytes(table, own_version if version is None else version)  # noqa: E731
+            change, bounded = pruning.bounded(self.key_values, self.changes.rewrite(change), sizes)
+            cheaper = self.cost.scan_reason(self.sizes.scanned_bytes(change, bounded), self.sizes.scanned_bytes(self._initial(stage)))
             if cheaper is not None:
                 raise CheaperToRecompute(cheaper)
-            small = small_change and self._is_small(change, also=[(stage.table, own_version)])
+            small = small_change and self.sizes.is_small(change, also=[(stage.table, own_version)])
             with execution.for_small_data(self.spark, enabled=small), self._solved(stage, change) as change, \
                     self._settled(stage, change) as (change, rows), materialized(self.spark, change, rows) as staged:
                 if staged.rows:
                     self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
-            return pruning.files_read(bounded, self._file_stats)
+            return pruning.files_read(bounded, self.sizes.files)
         except (PySparkException, Py4JJavaError) as error:
             if history.is_missing_file(error):
                 raise history.HistoryGone() from None
@@ -400,31 +402,6 @@ class Refresher:
     def _keep_time(self, table: str, now: int | None) -> None:
         if now is not None:
             self.now_of[table] = now
-
-    def _scanned_bytes(self, query: exp.Query, bounded: list[pruning.BoundRead] = ()) -> int | None:
-        """``cost.scanned_bytes`` from this refresh's Delta log."""
-        return scanned_bytes(query, list(bounded), self._size, self._file_stats)
-
-    def _file_stats(self, table: str, version: int) -> list[tuple[int, dict]] | None:
-        return self._run(lambda: self.log.file_stats(table, version), table)
-
-    def _size(self, table: str, version: int) -> int | None:
-        return self._run(lambda: self.log.size_bytes(table, version), table)
-
-    def _is_small(self, query: exp.Query, recompute: bool = False, also: list[tuple[str, int]] = ()) -> bool:
-        """Whether the Delta data a statement reads is small enough for small-data execution:
-        the table versions ``query`` scans whole and the tables in ``also`` (its change data
-        feed reads are as small as the stage's change, which the caller checks)."""
-        reads = execution.scanned_versions(query)
-        sizes = [self._size(t, v) for t, v in [*reads, *also]]
-        return execution.is_small(sizes, recompute)
-
-    def _rows(self, table: str, version: int) -> int:
-        """Rows of a table at a version (Delta answers COUNT(*) from its file statistics)."""
-        if (table, version) not in self.row_counts:
-            query = exp.select(exp.Count(this=exp.Star())).from_(table_at(table, lit(version)))
-            self.row_counts[(table, version)] = self._run(lambda: self.spark.sql(to_sql(query, pretty=False)).first()[0], table)
-        return self.row_counts[(table, version)]
 
     def _recompute_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
         if not exists:
