@@ -153,8 +153,9 @@ class KeyValues:
         """Per key: (distinct values, them sorted when at most SPLIT_AT_MOST, least, greatest,
         whether it holds a NULL)."""
         found, own = {}, []
+        plain = not _may_add_nulls(change)
         for key in keys:
-            origins = [] if _may_add_nulls(change) else _origins(change, key)
+            origins = _origins(change, key) if plain else []
             if origins and all(is_change_read(table) and not isinstance(table.this, exp.Anonymous) for table, _ in origins):
                 found[key] = _merged([self._of_feed(table.name, column) for table, column in origins])
             else:
