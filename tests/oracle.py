@@ -288,14 +288,17 @@ def row_is(columns: tuple[str, ...], row: tuple) -> str:
 class ChurnTable:
     """What churn needs to know of a table: its columns; a row all of whose values are new
     (every group and join key in it is one no stored row has; the novel rows of several
-    tables join each other); a maker of random rows no stored row equals; and key columns,
-    each with a value no row holds, to move rows to and back."""
+    tables join each other); a maker of random rows no stored row equals; key columns,
+    each with a value no row holds, to move rows to and back; and which rows the table may
+    end a round with (a hierarchy whose parents stay below their children, say), which a
+    row updated twice keeps to."""
 
     name: str
     columns: tuple[str, ...]
     novel: tuple
     fresh_row: Callable[[], tuple]
     keys: dict[str, object]
+    allows: Callable[[tuple], bool] = lambda row: True
 
 
 class Churn:
@@ -354,10 +357,12 @@ class Churn:
         moved[first] = r.choice(current[table.name])[first]  # another stored row's value, or the same
         statements = [f"UPDATE {table.name} SET {table.columns[first]} = {sql_literal(moved[first])} "
                       f"WHERE {row_is(table.columns, row)}"]
-        if r.random() < 0.5:  # back to what it was
-            column, value = table.columns[first], row[first]
-        else:  # on to a second change
+        back = r.random() < 0.5
+        if not back:  # on to a second change, unless the table may not end with that row
             column, value = table.columns[second], r.choice(current[table.name])[second]
+            back = not table.allows(tuple(value if i == second else v for i, v in enumerate(moved)))
+        if back:  # back to what it was
+            column, value = table.columns[first], row[first]
         statements.append(f"UPDATE {table.name} SET {column} = {sql_literal(value)} WHERE {row_is(table.columns, tuple(moved))}")
         return statements
 
