@@ -104,6 +104,14 @@ _REFRESH_KEYS = ("recompute_above",)
 
 def load_config(path: Path) -> Config:
     """Read and validate ``ivm.yaml`` at ``path``; raise ConfigError pointing at the bad line."""
+    root = compose_file(path)
+    if root is None:
+        return Config()
+    return _Reader(path).config(root)
+
+
+def compose_file(path: Path) -> yaml.Node | None:
+    """The yaml node tree of the file at ``path`` (None when empty); nodes keep their lines."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -118,13 +126,12 @@ def load_config(path: Path) -> Config:
         raise ConfigError(f"invalid YAML: {exc.problem or exc}", location=Location(path, line)) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", location=Location(path)) from exc
-    if root is None:
-        return Config()
-    return _Reader(path).config(root)
+    return root
 
 
 class _Reader:
-    """Turns the composed node tree of one file into a Config, checking as it goes."""
+    """Turns the composed node tree of one file into a Config, checking as it goes; its
+    checks of single nodes also serve the project's other yaml file (``node_reader``)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -288,6 +295,11 @@ class _Reader:
 
     def _at(self, node: yaml.Node) -> Location:
         return Location(self.path, node.start_mark.line + 1)
+
+
+def node_reader(path: Path) -> _Reader:
+    """The checks of yaml nodes (mapping, string, at) for another yaml file at ``path``."""
+    return _Reader(path)
 
 
 def connect_address(url: str) -> tuple[str, int]:
