@@ -38,7 +38,7 @@ err = _console(stderr=True)
 @app.callback()
 def main(
     ctx: typer.Context,
-    project: Path = typer.Option(Path("."), "--project", "-p", help="Project folder (holding ivm.yaml)."),
+    project: Path = typer.Option(Path("."), "--project", "-p", help="Project folder (holding ivm.yaml, or a spark-pipeline.yml here or above)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Spark's own logs."),
 ) -> None:
     ctx.obj = {"path": project, "verbose": verbose}
@@ -131,6 +131,7 @@ def compile(
             return
         for item in compiled:
             out.print(item.sql, markup=False)
+        _notes(project, "-- ")  # SQL comments: the output stays runnable
 
 
 @app.command()
@@ -187,6 +188,7 @@ def refresh(
 
         with RefreshProgress(out, live=out.is_terminal) as progress:
             project.refresh(views or None, full=full, on_stage=progress.stage, on_view=show)
+        _notes(project)
 
 
 @app.command()
@@ -217,6 +219,13 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
                 owner = f"{state.view} (still defined: stages it no longer has)" if state.defined else state.view
                 left.add_row(owner, ", ".join(state.tables), state.user_view or "-")
             out.print(left)
+        _notes(project)
+
+
+def _notes(project: Project, prefix: str = "") -> None:
+    """A line for each dataset of a pipeline project that ivm leaves to spark-pipelines."""
+    for note in project.notes():
+        out.print(f"{prefix}{note}", markup=False)
 
 
 @app.command()

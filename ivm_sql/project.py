@@ -22,6 +22,8 @@ from ivm_sql.config import Config, load_config
 from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
+from ivm_sql.pipelines import pipeline as pipelines
+from ivm_sql.pipelines.spec import SPEC_FILE_NAMES, PipelineSpec, find_spec, load_spec
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import concurrent, delta_log, lifecycle
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
@@ -73,9 +75,10 @@ def _stored_rows(log: delta_log.DeltaLog, plan: ViewPlan) -> int | None:
 
 
 class Project:
-    def __init__(self, root: Path, config: Config, spark=None, verbose: bool = False):
+    def __init__(self, root: Path, config: Config, spark=None, verbose: bool = False, spec: PipelineSpec | None = None):
         self.root = root
         self.config = config
+        self.spec = spec  # a Spark Declarative Pipelines project's spec: its libraries are the views
         self.verbose = verbose
         self._spark = spark
         # query schemas analyzed by Spark and (table, Delta id, version) -> its columns, kept
@@ -87,13 +90,22 @@ class Project:
 
     @classmethod
     def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> "Project":
-        """The project in ``path`` (a folder holding ivm.yaml). With ``spark``, that session
+        """The project in ``path``: a folder holding ivm.yaml, or a Spark Declarative Pipelines
+        project (a spark-pipeline.yml in ``path`` or, as spark-pipelines finds it, in an
+        ancestor; an ivm.yaml beside it adds ivm's own settings). With ``spark``, that session
         (already configured for Delta) is used instead of building one."""
         root = Path(path).resolve()
         config_path = root / CONFIG_FILE
-        if not config_path.is_file():
-            raise ConfigError(f"no {CONFIG_FILE} in {root}", hint="run ivm in a project folder, or pass --project DIR")
-        return cls(root, load_config(config_path), spark, verbose)
+        if config_path.is_file() and not any((root / name).is_file() for name in SPEC_FILE_NAMES):
+            return cls(root, load_config(config_path), spark, verbose)
+        spec_path = find_spec(root)
+        if spec_path is None:
+            raise ConfigError(f"no {CONFIG_FILE} in {root}, nor a {SPEC_FILE_NAMES[1]} here or above",
+                              hint="run ivm in a project folder, or pass --project DIR")
+        from ivm_sql.pipelines.settings import pipeline_config
+
+        spec, beside = load_spec(spec_path), spec_path.parent / CONFIG_FILE
+        return cls(spec_path.parent, pipeline_config(spec, beside if beside.is_file() else None), spark, verbose, spec)
 
     @property
     def database(self) -> str:
@@ -123,8 +135,21 @@ class Project:
     # views -----------------------------------------------------------------------------------
 
     def views(self) -> list[ViewDef]:
+        if self.spec is not None:
+            return list(self.pipeline().views)
         folder = self.config.folder(self.root, "views")
         return load_views(folder) if folder is not None else []
+
+    def pipeline(self) -> pipelines.Pipeline:
+        """The datasets of a pipeline project's library files, read anew (they may change
+        between refreshes of one session)."""
+        if self.spec is None:
+            raise ConfigError(f"{self.root} is not a Spark Declarative Pipelines project")
+        return pipelines.load_pipeline(self.spec)
+
+    def notes(self) -> list[str]:
+        """One line per dataset ivm leaves to spark-pipelines (the Python ones)."""
+        return [dataset.describe() for dataset in self.pipeline().python] if self.spec is not None else []
 
     def delta_log(self) -> delta_log.DeltaLog:
         """A reader of Delta logs for one command; what never changes is kept across them."""
@@ -134,7 +159,12 @@ class Project:
         """Plans in dependency order: the named views and every view they read (all if None)."""
         views = self.views()  # first: a mistake in a views file is reported without starting Spark
         self._use_database()
-        catalog = SparkCatalog(self.spark, log if log is not None else self.delta_log(), self._analysis.schemas, self._analysis.columns)
+        log = log if log is not None else self.delta_log()
+        if self.spec is not None:
+            from ivm_sql.pipelines.sources import check_sources
+
+            check_sources(log, self.pipeline(), self.database)
+        catalog = SparkCatalog(self.spark, log, self._analysis.schemas, self._analysis.columns)
         plans = compile_views(views, catalog, self.database, self._plans)
         if names is None:
             return plans
@@ -188,8 +218,25 @@ class Project:
         ``on_stage(start)`` is called as each stage begins, ``on_view(report)`` as each view ends."""
         self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
+        streamed = self._refresh_streaming(log, full, on_view)
+        names = [n for n in views if n.lower() not in {r.view.rpartition(".")[2] for r in streamed}] if views is not None else None
         refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now, project=str(self.root))
-        return refresher.refresh(self.plans(views, log), on_view, on_stage)
+        return streamed + refresher.refresh(self.plans(names, log), on_view, on_stage)
+
+    def _refresh_streaming(self, log: delta_log.DeltaLog, full: bool, on_view: Callable[[ViewReport], None] | None) -> list[ViewReport]:
+        """Append to every streaming table of a pipeline project, before the views that may
+        read them (each costs no Spark job when its source is unchanged)."""
+        if self.spec is None:
+            return []
+        from ivm_sql.pipelines import streaming
+
+        self._use_database()
+        reports = []
+        for table in streaming.in_order(self.pipeline().streaming, self.database):
+            reports.append(streaming.refresh_streaming(self.spark, log, self.database, table, full))
+            if on_view is not None:
+                on_view(reports[-1])
+        return reports
 
     def status(self) -> list[ViewStatus]:
         """Per view: the source versions it reflects, the newer ones, its row count."""
@@ -208,7 +255,12 @@ class Project:
         return self.plans(log=log), log
 
     def _status(self, plans: list[ViewPlan], log: delta_log.DeltaLog) -> list[ViewStatus]:
-        result = []
+        if self.spec is not None:
+            from ivm_sql.pipelines.streaming import streaming_status
+
+            result = [streaming_status(self.spark, log, self.database, t) for t in self.pipeline().streaming]
+        else:
+            result = []
         # existence from the catalog listing the plans already read; row counts from Delta's
         # checksum files where they are exact, the others in one statement: over Spark
         # Connect each statement is a round trip to the server
@@ -242,7 +294,11 @@ class Project:
         plans = self.plans(views)
         every = {p.view.name: p for p in self.plans()}
         selected = set(v.lower() for v in views) if views is not None else None
-        return [verify_view(self.spark, p, every) for p in plans if selected is None or p.view.name in selected]
+        streamed = [
+            VerifyResult(f"{self.database}.{t.name}", True, problem="streaming table: it keeps every row appended to its source, which no recompute reproduces")
+            for t in (self.pipeline().streaming if self.spec is not None and selected is None else ())
+        ]
+        return streamed + [verify_view(self.spark, p, every) for p in plans if selected is None or p.view.name in selected]
 
     # state lifecycle -------------------------------------------------------------------------
 

@@ -299,6 +299,10 @@ class DeltaLog:
     def latest_version(self, table: str) -> int:
         return max(self._versions(table))
 
+    def is_delta(self, table: str) -> bool:
+        """Whether the catalog's table ``db.name`` keeps a Delta log."""
+        return self._log(table).exists()
+
     def earliest_version(self, table: str) -> int:
         """The oldest version whose commit file is still there (log cleanup removes old ones)."""
         return min(self._versions(table))
@@ -406,6 +410,11 @@ class DeltaLog:
                 int(info.get("timestamp") or 0),
             )
         return self._commits[(table, version)]
+
+    def removes_rows(self, table: str, version: int) -> bool:
+        """Whether a commit removes (or rewrites) rows: a ``remove`` action marked as a data
+        change, which is how Delta's streaming source tells a commit it cannot stream."""
+        return bool(self._actions(table, version).get("remove", {}).get("dataChange"))
 
     def commits_between(self, table: str, old: int, new: int) -> list[Commit]:
         """Commits with old < version <= new, oldest first."""
