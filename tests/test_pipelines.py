@@ -202,3 +202,111 @@ def test_a_view_reading_a_missing_python_dataset_is_an_error_at_its_line(spark: 
     project.sql("CREATE TABLE raw USING DELTA AS SELECT id FROM range(3)")
     project.refresh()
     assert project.sql("SELECT * FROM v ORDER BY id").rows == [(0,), (1,), (2,)]
+
+
+# against the real spark-pipelines command -------------------------------------------------------
+
+
+def environment(token: str | None = None) -> dict[str, str]:
+    """What both commands need: this venv's executables first, this worktree's ivm_sql, the
+    loopback address, and (for spark-pipelines) the project's server token."""
+    env = {**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "COLUMNS": "250"}
+    env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
+    if token is not None:
+        env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token  # what pyspark's client sends when the URL holds none
+    return env
+
+
+def command(args: list[str], cwd: Path, token: str | None = None, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, env=environment(token), capture_output=True, text=True, timeout=timeout)
+
+
+def ivm(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """`ivm ARGS` run inside ``cwd`` (no --project: the project is found from there)."""
+    return command([sys.executable, "-m", "ivm_sql.cli", *args], cwd)
+
+
+def sdp(cwd: Path, *args: str, token: str | None = None) -> subprocess.CompletedProcess:
+    return command([str(VENV_BIN / "spark-pipelines"), *args], cwd, token)
+
+
+class Served:
+    """The project's `ivm server`, for `spark-pipelines --remote` and ivm's commands alike."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def __enter__(self) -> "Served":
+        from ivm_sql import server as servers
+
+        started = ivm(self.root, "server", "start")
+        assert started.returncode == 0, started.stderr
+        record = servers.read_record(self.root)
+        self.remote, self.token = f"sc://localhost:{record.port}", record.token
+        return self
+
+    def __exit__(self, *exc) -> None:
+        ivm(self.root, "server", "stop")
+
+    def pipelines(self, *args: str) -> subprocess.CompletedProcess:
+        return sdp(self.root, "--remote", self.remote, *args, token=self.token)
+
+
+@pytest.mark.server
+def test_the_project_spark_pipelines_init_writes(tmp_path: Path) -> None:
+    made = sdp(tmp_path, "init", "--name", "demo")
+    assert made.returncode == 0, made.stderr
+    root = tmp_path / "demo"
+    python_mv, sql_mv = "example_python_materialized_view", "example_sql_materialized_view"
+    with Served(root) as served:
+        before = ivm(root / "transformations", "refresh")  # found from a folder inside the project
+        assert before.returncode == 1
+        assert f"{root / 'transformations' / (sql_mv + '.sql')}:2: SQL error: view {sql_mv} reads {python_mv}, a Python materialized view" in before.stderr
+        assert f"spark-pipelines run --refresh {python_mv}" in before.stderr
+        # spark-pipelines runs its Python dataset into the same catalog (the server's), as Delta
+        ran = served.pipelines("run", "--refresh", python_mv)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        refreshed = ivm(root, "refresh")
+        assert refreshed.returncode == 0, refreshed.stderr
+        assert f"default.{sql_mv}" in refreshed.stdout and "created" in refreshed.stdout
+        assert f"{python_mv}: Python materialized view ({root / 'transformations' / (python_mv + '.py')}:4), not ivm's" in refreshed.stdout
+        answer = ivm(root, "sql", f"SELECT collect_list(id) AS ids FROM (SELECT id FROM {sql_mv} ORDER BY id)")
+        assert "[0, 2, 4, 6, 8]" in answer.stdout, answer.stdout + answer.stderr
+        status = ivm(root, "status")
+        assert f"default.{sql_mv}" in status.stdout and f"{python_mv}: Python materialized view" in status.stdout
+
+
+def table_location(spark: SparkSession, name: str) -> str:
+    return spark.sql(f"DESCRIBE DETAIL {name}").collect()[0].location
+
+
+@pytest.mark.server
+def test_sql_datasets_equal_what_spark_pipelines_run_produces(spark: SparkSession, tmp_path: Path) -> None:
+    """ivm (in this process) and spark-pipelines (on its own server and catalog) keep the same
+    pipeline over the same Delta files, round after round; both refuse a streamed delete."""
+    ours, theirs = f"t_{uuid.uuid4().hex[:8]}", f"t_{uuid.uuid4().hex[:8]}"
+    project = Project.open(shop(tmp_path / "ivm", ours), spark=spark)
+    project.sql("CREATE TABLE orders (id INT, customer_id INT, amount INT) USING DELTA")
+    project.sql("CREATE TABLE events (id INT, amount INT) USING DELTA")
+    # the other project's catalog names the same Delta folders as its sources
+    sources = "".join(f"CREATE TABLE {t} USING DELTA LOCATION '{table_location(spark, f'{ours}.{t}')}';\n" for t in ("orders", "events"))
+    other = write(shop(tmp_path / "sdp", theirs), {"ivm.yaml": "migrations: migrations\n", "migrations/0001_sources.sql": sources})
+    warehouse = other / ".ivm" / "warehouse" / f"{theirs}.db"
+    with Served(other) as served:
+        migrated = ivm(other, "migrate")
+        assert migrated.returncode == 0, migrated.stderr
+        for statements in ROUNDS:
+            for statement in statements:
+                project.sql(statement)
+            project.refresh()
+            ran = served.pipelines("run")
+            assert ran.returncode == 0, ran.stdout + ran.stderr
+            for name in SQL_DATASETS:
+                expected = rows(spark, spark.read.format("delta").load(str(warehouse / name)))
+                assert rows(spark, spark.table(f"{ours}.{name}")) == expected, name
+        project.sql("DELETE FROM events WHERE id = 1")
+        with pytest.raises(RefreshError, match="deletes or updates rows"):
+            project.refresh()
+        refused = served.pipelines("run")
+        assert refused.returncode != 0 and "DELTA_SOURCE_TABLE_IGNORE_CHANGES" in refused.stdout + refused.stderr
