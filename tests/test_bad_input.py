@@ -159,6 +159,49 @@ CONFIG = [
          "spark.token_env is set without spark.remote", "ivm.yaml:3"),
 ]
 
+# Spark Declarative Pipelines projects: the spec, its libraries and their statements -----------
+
+SPEC = "name: shop\nstorage: file:///tmp/storage\nlibraries:\n  - glob:\n      include: transformations/**\n"
+MV = "CREATE MATERIALIZED VIEW fine AS SELECT id FROM orders;\n"
+
+
+def pipeline(files: dict[str, str], spec: str = SPEC) -> dict[str, str | bytes]:
+    return {"spark-pipeline.yml": spec, **files}
+
+
+PIPELINES = [
+    Case("spec-unknown-field", pipeline({"transformations/v.sql": MV}, SPEC + "schedule: hourly\n"), ("status",),
+         "unknown key 'schedule' in the pipeline spec", "spark-pipeline.yml:6", config=False),
+    Case("spec-without-storage", pipeline({"transformations/v.sql": MV}, "name: shop\n"), ("compile",),
+         "the pipeline spec has no storage", "spark-pipeline.yml:1", config=False),
+    Case("spec-other-catalog", pipeline({"transformations/v.sql": MV}, "catalog: unity\n" + SPEC), ("compile",),
+         "catalog 'unity': ivm keeps its tables in Spark's session catalog", "spark-pipeline.yml:1", config=False),
+    Case("two-spec-files", {**pipeline({"transformations/v.sql": MV}), "spark-pipeline.yaml": SPEC}, ("status",),
+         "two pipeline specs", "spark-pipeline.yml", config=False),
+    Case("library-folder-missing", pipeline({"transformationz/v.sql": MV}), ("refresh",),
+         "library folder transformations does not exist", "spark-pipeline.yml:5", config=False),
+    Case("library-glob-matches-nothing", pipeline({"transformations/v.sql": MV}, SPEC.replace("transformations/**", "extra.sql")),
+         ("compile",), "library glob 'extra.sql' matches no file", "spark-pipeline.yml:5", config=False),
+    Case("library-glob-with-a-suffix", pipeline({"transformations/v.sql": MV}, SPEC.replace("transformations/**", "transformations/**/*.sql")),
+         ("compile",), "is neither a file path nor a folder/**", "spark-pipeline.yml:5", config=False),
+    Case("library-holds-a-text-file", pipeline({"transformations/v.sql": MV, "transformations/notes.txt": "todo"}), ("compile",),
+         "notes.txt is neither SQL (.sql) nor Python (.py)", "spark-pipeline.yml:5", config=False),
+    Case("create-flow", pipeline({"transformations/f.sql": MV + "\nCREATE FLOW more AS INSERT INTO fine BY NAME SELECT id FROM orders;\n"}),
+         ("compile",), "CREATE FLOW", "transformations/f.sql:3", config=False),
+    Case("set-in-a-pipeline-file", pipeline({"transformations/f.sql": "SET spark.sql.ansi.enabled = true;\n" + MV}), ("compile",),
+         "SET in a pipeline file", "transformations/f.sql:1", config=False),
+    Case("stream-in-a-materialized-view", pipeline({"transformations/f.sql": "CREATE MATERIALIZED VIEW m AS\nSELECT id FROM STREAM(orders);\n"}),
+         ("compile",), "only a streaming table does", "transformations/f.sql:2", config=False),
+    Case("unknown-stream-option", pipeline({"transformations/f.sql": "CREATE STREAMING TABLE s AS\nSELECT id FROM STREAM(orders) WITH ('maxFilesPerTrigger' = '1');\n"}),
+         ("compile",), "STREAM option 'maxFilesPerTrigger'", "transformations/f.sql:2", config=False),
+    Case("stream-from-a-view", pipeline({"transformations/f.sql": MV + "CREATE STREAMING TABLE s AS SELECT id FROM STREAM(fine);\n"}),
+         ("refresh",), "streams from view fine", "transformations/f.sql:2", config=False),
+    Case("ivm-yaml-disagrees-on-database", pipeline({"transformations/v.sql": MV, "ivm.yaml": "database: other\n"}, SPEC + "database: shop\n"),
+         ("status",), "ivm.yaml's database other is not the pipeline's (shop", "ivm.yaml:1", config=False),
+    Case("ivm-yaml-names-views", pipeline({"transformations/v.sql": MV, "ivm.yaml": "# mine\nviews: views\n"}), ("compile",),
+         "ivm.yaml names a views folder, but spark-pipeline.yml beside it defines the views", "ivm.yaml:2", config=False),
+]
+
 # the command line: found before Spark starts --------------------------------------------------
 
 COMMAND_LINE = [
@@ -182,6 +225,7 @@ USAGE = [
 
 # views that need the catalog, on a migrated database ------------------------------------------
 
+PYTHON_TABLE = "from pyspark import pipelines as dp\n\n@dp.table\ndef {name}():\n    return spark.range(3)\n"
 CATALOG = [
     Case("missing-table", views("CREATE VIEW v AS\nSELECT id FROM nope;\n"), ("compile",), "reads {db}.nope, which does not exist", "views/v.sql:2"),
     Case("missing-table-on-refresh", views("CREATE VIEW v AS\nSELECT id FROM nope;\n"), ("refresh",), "which does not exist", "views/v.sql:2"),
@@ -216,6 +260,12 @@ CATALOG = [
     Case("unknown-view-graph", views(FINE_VIEW), ("graph", "nope"), "no view named nope"),
     Case("sql-syntax-error", views(FINE_VIEW), ("sql", "SELEC 1"), "PARSE_SYNTAX_ERROR"),
     Case("sql-missing-table", views(FINE_VIEW), ("sql", "SELECT * FROM nope"), "TABLE_OR_VIEW_NOT_FOUND"),
+    Case("python-dataset-not-run-yet", pipeline({"transformations/raw.py": PYTHON_TABLE.format(name="raw"),
+                                                 "transformations/v.sql": "CREATE MATERIALIZED VIEW v AS\nSELECT id FROM raw;\n"}, SPEC + "database: {db}\n"),
+         ("refresh",), "view v reads raw, a Python table at", "transformations/v.sql:2"),
+    Case("python-dataset-not-delta", pipeline({"transformations/visits.py": PYTHON_TABLE.format(name="visits"),
+                                               "transformations/v.sql": "CREATE MATERIALIZED VIEW v AS\nSELECT id FROM visits;\n"}, SPEC + "database: {db}\n"),
+         ("compile",), "view v reads visits, a Python table at", "transformations/v.sql:2"),
     Case("compile-out-is-a-file", {**views(FINE_VIEW), "out.txt": "mine"}, ("compile", "--out", "{root}/out.txt"),
          "out.txt is not a folder"),
 ]
@@ -261,6 +311,8 @@ def write_project(root: Path, files: dict[str, str | bytes], database: str | Non
     for name, content in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, str) and database:  # a pipeline spec naming the case's database
+            content = content.replace("{db}", database)
         if isinstance(content, bytes):
             path.write_bytes(content)
         else:
@@ -306,7 +358,7 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ivm_sql.session, "build_session", refuse)
 
 
-@pytest.mark.parametrize("case", VIEW_SYNTAX + VIEW_STATEMENTS + CONFIG + COMMAND_LINE, ids=str)
+@pytest.mark.parametrize("case", VIEW_SYNTAX + VIEW_STATEMENTS + CONFIG + COMMAND_LINE + PIPELINES, ids=str)
 def test_refused_before_spark_starts(case: Case, tmp_path: Path, no_spark: None) -> None:
     root = write_project(tmp_path / "project", case.files, f"t_{uuid.uuid4().hex[:8]}" if case.config else None)
     before = snapshot(root)
@@ -363,6 +415,24 @@ def test_refused_migration(case: Case, spark: SparkSession, tmp_path: Path) -> N
         assert not spark.catalog.databaseExists(database), "the database was created before the mistake was found"
     else:  # statements before the failing one stay applied, as `ivm migrate` promises; nothing after
         assert tables_of(spark, database) == case.tables_after
+
+
+def test_refused_streamed_delete(spark: SparkSession, tmp_path: Path) -> None:
+    """A streaming table's source commit that deletes rows: one error at the table's line, and
+    the table as it was (a separate case: the table must have been loaded first)."""
+    database = f"t_{uuid.uuid4().hex[:8]}"
+    stream = "-- appended orders\nCREATE STREAMING TABLE seen AS\nSELECT id FROM STREAM(orders);\n"
+    root = write_project(tmp_path / "project", pipeline({"transformations/s.sql": stream}, SPEC + f"database: {database}\n"), None)
+    for statement in (f"CREATE DATABASE {database}", f"CREATE TABLE {database}.orders (id INT) USING DELTA",
+                      f"INSERT INTO {database}.orders VALUES (1), (2)"):
+        spark.sql(statement)
+    case = Case("streamed-delete", {}, ("refresh",), "commit 2 of {db}.orders (DELETE) deletes or updates rows", "transformations/s.sql:2")
+    assert run(root, case).exit_code == 0
+    spark.sql(f"DELETE FROM {database}.orders WHERE id = 1")
+    before, tables = snapshot(root), tables_of(spark, database)
+    assert_one_clear_message(run(root, case), case, root, database)
+    assert snapshot(root) == before and tables_of(spark, database) == tables
+    assert spark.table(f"{database}.seen").count() == 2
 
 
 # the project's server record and the tokens: in an `ivm` process of its own -----------------
@@ -476,7 +546,7 @@ def closed_port() -> Iterator[int]:
 
 
 def test_the_corpus_is_large_and_its_cases_distinct() -> None:
-    cases = VIEW_SYNTAX + VIEW_STATEMENTS + CONFIG + COMMAND_LINE + CATALOG + MIGRATIONS
+    cases = VIEW_SYNTAX + VIEW_STATEMENTS + CONFIG + COMMAND_LINE + PIPELINES + CATALOG + MIGRATIONS
     assert len({c.id for c in cases}) == len(cases)
     assert len({(tuple(sorted(map(str, c.files.items()))), c.args) for c in cases}) == len(cases)
     assert len(cases) + len(USAGE) >= 60
