@@ -163,6 +163,8 @@ def test_a_pipeline_project_refreshes_incrementally_and_refuses_a_streamed_delet
     assert project.sql("SELECT * FROM customer_totals ORDER BY 1").rows == [(1, 2, 22), (3, 1, 100)]
     assert project.sql("SELECT * FROM positive_events ORDER BY 1").rows == [(1, 6), (3, 10), (5, 14)]
     assert project.sql("SELECT * FROM event_summary").rows == [(3, 30)]
+    assert {c.view for c in project.compile()} == {f"{database}.{v}" for v in ("customer_totals", "top_customers", "event_summary")}
+    assert {f"table {database}.{n}" for n in ("orders", "positive_events")} <= {n.id for n in project.graph().nodes}
     statuses = {s.view.rpartition(".")[2]: s for s in project.status()}
     assert statuses["positive_events"].rows == 3 and not statuses["positive_events"].pending
 
@@ -272,6 +274,8 @@ def test_the_project_spark_pipelines_init_writes(tmp_path: Path) -> None:
         assert f"{python_mv}: Python materialized view ({root / 'transformations' / (python_mv + '.py')}:4), not ivm's" in refreshed.stdout
         answer = ivm(root, "sql", f"SELECT collect_list(id) AS ids FROM (SELECT id FROM {sql_mv} ORDER BY id)")
         assert "[0, 2, 4, 6, 8]" in answer.stdout, answer.stdout + answer.stderr
+        for checked in (ivm(root, "verify"), ivm(root, "compile"), ivm(root, "graph")):
+            assert checked.returncode == 0 and sql_mv in checked.stdout, checked.stderr
         status = ivm(root, "status")
         assert f"default.{sql_mv}" in status.stdout and f"{python_mv}: Python materialized view" in status.stdout
 
