@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # this checkout's ivm_sql, and the tests' pipeline
 from test_pipelines import SPEC, TRANSFORMATIONS, write  # noqa: E402  (the pipeline under test)
 
 BIN = Path(sys.executable).parent

@@ -22,7 +22,9 @@ from ivm_sql.config import Config, load_config
 from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
-from ivm_sql.pipelines import pipeline as pipelines
+from ivm_sql.pipelines import pipeline as pipelines, streaming
+from ivm_sql.pipelines.settings import pipeline_config
+from ivm_sql.pipelines.sources import check_sources
 from ivm_sql.pipelines.spec import SPEC_FILE_NAMES, PipelineSpec, find_spec, load_spec
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import concurrent, delta_log, lifecycle
@@ -102,8 +104,6 @@ class Project:
         if spec_path is None:
             raise ConfigError(f"no {CONFIG_FILE} in {root}, nor a {SPEC_FILE_NAMES[1]} here or above",
                               hint="run ivm in a project folder, or pass --project DIR")
-        from ivm_sql.pipelines.settings import pipeline_config
-
         spec, beside = load_spec(spec_path), spec_path.parent / CONFIG_FILE
         return cls(spec_path.parent, pipeline_config(spec, beside if beside.is_file() else None), spark, verbose, spec)
 
@@ -161,8 +161,6 @@ class Project:
         self._use_database()
         log = log if log is not None else self.delta_log()
         if self.spec is not None:
-            from ivm_sql.pipelines.sources import check_sources
-
             check_sources(log, self.pipeline(), self.database)
         catalog = SparkCatalog(self.spark, log, self._analysis.schemas, self._analysis.columns)
         plans = compile_views(views, catalog, self.database, self._plans)
@@ -228,8 +226,6 @@ class Project:
         read them (each costs no Spark job when its source is unchanged)."""
         if self.spec is None:
             return []
-        from ivm_sql.pipelines import streaming
-
         self._use_database()
         reports = []
         for table in streaming.in_order(self.pipeline().streaming, self.database):
@@ -256,9 +252,7 @@ class Project:
 
     def _status(self, plans: list[ViewPlan], log: delta_log.DeltaLog) -> list[ViewStatus]:
         if self.spec is not None:
-            from ivm_sql.pipelines.streaming import streaming_status
-
-            result = [streaming_status(self.spark, log, self.database, t) for t in self.pipeline().streaming]
+            result = [streaming.streaming_status(self.spark, log, self.database, t) for t in self.pipeline().streaming]
         else:
             result = []
         # existence from the catalog listing the plans already read; row counts from Delta's

@@ -11,7 +11,6 @@ ivm does not run: one error at its file and line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -133,11 +132,3 @@ def _has(create: exp.Create, kind: type[exp.Expression]) -> bool:
     properties = create.args.get("properties")
     return properties is not None and any(isinstance(p, kind) for p in properties.expressions)
 
-
-def dataset_names(datasets: SqlDatasets) -> Mapping[str, Location]:
-    """Every SQL dataset's name and where it is defined."""
-    return {
-        **{v.name: v.location for v in datasets.views},
-        **{t.name: t.location for t in datasets.temporary},
-        **{s.name: s.location for s in datasets.streaming},
-    }
