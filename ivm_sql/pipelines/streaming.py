@@ -68,6 +68,9 @@ def refresh_streaming(spark, log: DeltaLog, database: str, stream: StreamingTabl
     if since is None:
         raise RefreshError(f"{target} holds no record of the {source} version it reflects", location=stream.location,
                            hint=f"reload it: ivm refresh --full (it was not made by ivm, or its source changed name)")
+    if latest < since:  # the source was dropped and made anew: its history is another table's
+        raise RefreshError(f"{source} is at version {latest}, older than the {since} that {target} reflects: it was made anew",
+                           location=stream.location, hint=f"reload it from {source} as it is now: ivm refresh --full")
     if since == latest:
         return ViewReport(target, "unchanged", versions={source: latest}, seconds=time.monotonic() - start)
     changing = [c for c in log.commits_between(source, since, latest) if log.removes_rows(source, c.version)]
