@@ -68,8 +68,8 @@ def _cut_policy(text: str, tokens: list, at: int, location: Location) -> tuple[s
         spelled.append(words[1].text)
     policy = RefreshPolicy.named(" ".join(spelled)) if spelled else None
     if policy is None:
-        found = words[0].text if words and words[0].token_type != TokenType.ALIAS else "nothing"
-        line = (words[0] if words else tokens[at + 1]).line
+        word = words[0] if words and words[0].token_type != TokenType.ALIAS else None
+        found, line = (word.text, word.line) if word is not None else ("nothing", tokens[at + 1].line)
         raise SqlError(
             f"unknown refresh policy {found}", location=Location(location.path, (location.line or 1) + line - 1),
             hint=f"write REFRESH POLICY and one of {NAMES}",

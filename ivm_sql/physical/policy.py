@@ -58,9 +58,10 @@ FIRST_LOAD = ("new", "definition changed", "no ivm record in the table's history
 
 
 def cost_model(policy: RefreshPolicy, project: "CostModel") -> "CostModel":
-    """The cost model a view's refresh uses: the project's, or none at all (both rules off)
-    for an incremental policy, so a large change is applied, never recomputed."""
-    return replace(project, recompute_above=None) if policy.incremental else project
+    """The cost model a view's refresh uses: the project's under AUTO; none at all (both
+    rules off) for an incremental policy, so a large change is applied, never recomputed,
+    and for FULL, whose one stage recomputes whole anyway (with the policy as its reason)."""
+    return project if policy is RefreshPolicy.AUTO else replace(project, recompute_above=None)
 
 
 def whole_recompute(stages: "tuple[Stage, ...]") -> "Stage | None":
