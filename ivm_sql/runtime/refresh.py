@@ -6,7 +6,9 @@ versions, and records the pinned ones in the same commit. A stage is recomputed 
 with the reason shown, when it is new, its definition changed, the user asked (--full), it
 compares with the current time, a table it reads was recomputed, a source's history holds
 a change the change data feed does not describe (a REPLACE, RESTORE or schema change), or
-the cost model (``physical.cost``) finds recomputing cheaper than applying the change.
+the cost model (``physical.cost``) finds recomputing cheaper than applying the change. A
+view's refresh policy (``physical.policy``) turns the cost model off, or refuses, before any
+of the view's stages is written, a recompute an INCREMENTAL STRICT view does not allow.
 
 Each stage's commit lands only if no other refresh committed to the table since the record
 it read; when another did, the stage is looked at again (``runtime.concurrent``).
@@ -139,7 +141,8 @@ class Refresher:
                         self.current[table] = self._run(lambda: self.log.latest_version(table), table)
         strict = [plan for plan in plans if plan.policy is policies.RefreshPolicy.INCREMENTAL_STRICT]
         for plan in strict:  # before anything is written
-            self._check_strict(plan)
+            with located(plan):
+                self._check_strict(plan)
         reports = []
         try:
             for number, plan in enumerate(plans, 1):
