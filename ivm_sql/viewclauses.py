@@ -52,10 +52,10 @@ def refresh_policy(text: str, location: Location) -> tuple[str, RefreshPolicy | 
     depth = 0
     for i, token in enumerate(tokens):
         depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
-        if depth or token.token_type == TokenType.ALIAS:
-            if token.token_type == TokenType.ALIAS and not depth:
-                return text, None
+        if depth:
             continue
+        if token.token_type == TokenType.ALIAS:
+            return text, None  # the query starts here: the clause comes before it
         if token.text.upper() == "REFRESH" and i + 1 < len(tokens) and tokens[i + 1].text.upper() == "POLICY":
             return _cut_policy(text, tokens, i, location)
     return text, None
