@@ -201,16 +201,16 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
         if as_json:
             typer.echo(report_json.dumps(report_json.status_document(statuses, orphaned)))
             return
-        table = Table("view", "reflects", "pending changes", "rows")
+        table = Table("view", "reflects", "pending changes", "rows", "policy")
         for item in statuses:
             if not item.refreshed:
-                table.add_row(item.view, "-", "never refreshed", "-")
+                table.add_row(item.view, "-", "never refreshed", "-", item.policy)
                 continue
             versions = ", ".join(f"{t}@{v}" for t, v in sorted(item.versions.items()))
             if item.now is not None:  # a filter on the current time was evaluated then
                 versions += f", now@{item.now.isoformat(sep=' ', timespec='seconds')}"
             pending = ", ".join(f"{t}@{v}" for t, v in sorted(item.pending.items())) or "none"
-            table.add_row(item.view, versions, pending, str(item.rows))
+            table.add_row(item.view, versions, pending, str(item.rows), item.policy)
         out.print(table)
         if orphaned:
             out.print("orphaned state, kept by no view (`ivm drop VIEW` or `ivm prune` removes it):")

@@ -14,7 +14,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
 from ivm_sql.algebra.build import Builder, compares_with_current_time
-from ivm_sql.algebra.clock import clock_only_in_filters
+from ivm_sql.algebra.clock import clock_only_in_filters, is_clock_read
 from ivm_sql.algebra.nodes import Node, Recompute, Scan
 from ivm_sql.algebra.prune import prune
 from ivm_sql.catalog import Catalog, QueryError, Schema
@@ -24,8 +24,10 @@ from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import changes, execution, layout, materialize, pruning
+from ivm_sql.physical import changes, execution, layout, materialize, policy as policies, pruning
 from ivm_sql.physical.cost import CostModel
+from ivm_sql.physical.policy import RefreshPolicy
+from ivm_sql.physical.view_table import TableLayout, table_layout
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
 from ivm_sql.viewdefs import ViewDef
 
@@ -42,6 +44,8 @@ class ViewPlan:
     output: Scan  # reads the view's rows from its last stage's table
     schema: Schema  # the view's columns and types, exactly as its SELECT returns them
     depends_on: tuple[str, ...]  # other views it reads
+    policy: RefreshPolicy = RefreshPolicy.AUTO  # the view's, or the project's default
+    layout: TableLayout = TableLayout()  # what the user asked of the view's table (its last stage's)
     # stage table -> fingerprint: rendering one deep-copies the stage's query, and a plan
     # kept across compiles is asked again on every refresh
     _fingerprints: dict[str, str] = field(default_factory=dict, repr=False)
@@ -56,8 +60,13 @@ class ViewPlan:
 
     def fingerprint(self, stage: Stage) -> str:
         if stage.table not in self._fingerprints:
-            self._fingerprints[stage.table] = plan_fingerprint(stage, self.output if stage is self.stages[-1] else None)
+            last = stage is self.stages[-1]
+            self._fingerprints[stage.table] = plan_fingerprint(stage, self.output if last else None, self.layout if last else None)
         return self._fingerprints[stage.table]
+
+    def create_table(self, stage: Stage, query: exp.Query) -> exp.Create:
+        """CREATE OR REPLACE TABLE for one of its stages (the last one laid out as the user asked)."""
+        return create_table(stage, query, self.fingerprint(stage), self.layout if stage is self.stages[-1] else None)
 
     @property
     def base_tables(self) -> tuple[str, ...]:
@@ -69,6 +78,16 @@ class ViewPlan:
         """CREATE VIEW <name>: the view's rows, each as often as it occurs, no internal columns."""
         statement = sqlglot.parse_one("CREATE OR REPLACE VIEW v AS SELECT 1", read=DIALECT)
         statement.set("this", table(self.name))
+        clauses = self.view.clauses
+        if clauses.column_comments:  # a column list then names every column, each with its comment
+            comments = dict(clauses.column_comments)
+            statement.set("this", exp.Schema(this=table(self.name), expressions=[
+                exp.ColumnDef(this=ident(name), constraints=[
+                    exp.ColumnConstraint(kind=exp.CommentColumnConstraint(this=lit(comments[name])))
+                ] if name in comments else []) for name, _ in self.schema
+            ]))
+        if clauses.comment is not None:
+            statement.set("properties", exp.Properties(expressions=[exp.SchemaCommentProperty(this=lit(clauses.comment))]))
         statement.set("expression", rows_query(self.output))
         return statement
 
@@ -86,13 +105,16 @@ def rows_query(output: Scan) -> exp.Select:
     return exp.select(*(col(c) for c in output.columns)).from_(subquery(inner, "rows"))
 
 
-def create_table(stage: Stage, query: exp.Query, fingerprint: str) -> exp.Create:
+def create_table(stage: Stage, query: exp.Query, fingerprint: str, asked: TableLayout | None = None) -> exp.Create:
     """CREATE OR REPLACE TABLE for a stage: Delta, laid out as ``physical.layout`` says
-    (column mapping if its column names need it), with its plan fingerprint."""
+    (column mapping if its column names need it), with its plan fingerprint; a view's last
+    stage also as its CREATE VIEW asked (``asked``: ``physical.view_table``)."""
     statement = sqlglot.parse_one("CREATE OR REPLACE TABLE t USING DELTA AS SELECT 1", read=DIALECT)
-    properties = {**layout.creation_properties(stored_columns(stage, query)), "ivm.plan": fingerprint}
+    asked = asked or TableLayout()
+    properties = {**dict(asked.properties), **layout.creation_properties(stored_columns(stage, query)), "ivm.plan": fingerprint}
     statement.set("properties", exp.Properties(expressions=[
         exp.FileFormatProperty(this=exp.var("DELTA")),
+        *asked.clauses(),
         *(exp.Property(this=lit(key), value=lit(value)) for key, value in properties.items()),
     ]))
     statement.set("this", table(stage.table))
@@ -123,23 +145,29 @@ def symbolic_pins(stages: Iterable[Stage]) -> dict[str, Versions]:
     return pins
 
 
-def plan_fingerprint(stage: Stage, output: Scan | None = None) -> str:
+def plan_fingerprint(stage: Stage, output: Scan | None = None, asked: TableLayout | None = None) -> str:
     """Changes whenever what the stage computes changes (its table must then be rebuilt);
-    for a view's last stage, also when the view's columns are read differently."""
+    for a view's last stage, also when the view's columns are read differently, or when
+    the table's comment, properties or layout (``asked``) do."""
     pins = symbolic_pins([stage])
     text = f"{stage.kind}\n{to_sql(stage.initial_query(pins), pretty=False)}"
     if stage.kind == "fixpoint":  # the recursive term is part of what the table holds
         text += f"\n{to_sql(fixpoint.iterate(stage.node, fixpoint.ITERATION_VIEW, pins), pretty=False)}"
     if output is not None:
         text += f"\n{to_sql(rows_query(output), pretty=False)}"
+    if asked is not None and asked != TableLayout():  # an unchanged view keeps the fingerprint it had before
+        text += "\n" + " ".join(to_sql(node, pretty=False) for node in asked.clauses())
+        text += "\n" + repr(asked.properties)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # compiling -------------------------------------------------------------------------------
 
 
-def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: dict | None = None) -> list[ViewPlan]:
-    """Plans for all views, each after the views it reads.
+def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: dict | None = None,
+                  default_policy: RefreshPolicy = RefreshPolicy.AUTO) -> list[ViewPlan]:
+    """Plans for all views, each after the views it reads; ``default_policy`` for a view
+    that names no REFRESH POLICY (ivm.yaml's refresh.policy).
 
     ``cache`` (view name -> (key, plan)), kept by the caller across compiles, returns the
     same plan while the view's text and location, the columns of the tables it reads and
@@ -163,14 +191,15 @@ def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: 
     for name in order:
         view = by_name[name]
         schemas = input_schemas(view, catalog, database, plans)
-        keys[name] = (view.text, str(view.location), view.full_refresh, database,
+        policy = view.policy or default_policy
+        keys[name] = (view.text, str(view.location), policy, database,
                       tuple((t, tuple(c)) for t, c in schemas.items()),
                       tuple(keys[d] for d in references(view, database) if d in plans))
         cached = cache.get(name) if cache is not None else None
         if cached is not None and cached[0] == keys[name]:
             plans[name] = cached[1]
         else:
-            plans[name] = compile_view(view, catalog, database, plans, schemas)
+            plans[name] = compile_view(view, catalog, database, plans, schemas, policy)
         if cache is not None:
             cache[name] = (keys[name], plans[name])
     return [plans[name] for name in order]
@@ -228,7 +257,7 @@ def input_schemas(view: ViewDef, catalog: Catalog, database: str, plans: dict[st
 
 
 def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan],
-                 schemas: dict[str, Schema] | None = None) -> ViewPlan:
+                 schemas: dict[str, Schema] | None = None, policy: RefreshPolicy = RefreshPolicy.AUTO) -> ViewPlan:
     if schemas is None:
         schemas = input_schemas(view, catalog, database, plans)
     qualified = _qualify(view, schemas, database)
@@ -241,7 +270,7 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
             return plans[node.name.lower()].output
         return Scan(name, tuple(c for c, _ in schemas[name]))
 
-    if view.full_refresh:
+    if policy is RefreshPolicy.FULL:
         root = full_recompute(qualified, schema, resolve)
     elif compares_with_current_time(qualified):
         root = _temporal(view, qualified, resolve) or full_recompute(qualified, schema, resolve, every_refresh=True)
@@ -256,8 +285,36 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
         )
     stages, output = plan_stages(database, view.name, prune(root))
     output = _with_schema(output, schema)
+    if policy.incremental:
+        _refuse_whole_recompute(view, policy, stages)
     depends = tuple(n for n in references(view, database) if n in plans)
-    return ViewPlan(view, database, tuple(stages), output, schema, depends)
+    return ViewPlan(view, database, tuple(stages), output, schema, depends, policy, table_layout(view, output))
+
+
+def _refuse_whole_recompute(view: ViewDef, policy: RefreshPolicy, stages: list[Stage]) -> None:
+    """An INCREMENTAL view whose SQL holds an operator recomputed whole on any change (or
+    on every refresh) is refused, at that operator's line (``physical.policy``)."""
+    stage = policies.whole_recompute(tuple(stages))
+    if stage is None:
+        return
+    node = stage.node
+    raise UnsupportedError(
+        f"view {view.name} has REFRESH POLICY {policy}, but it cannot be maintained incrementally: "
+        f"{stage.scope} ({node.reason})",
+        location=_operator_location(view, node),
+        hint="use REFRESH POLICY AUTO (recomputed when needed) or FULL, or rewrite the operator "
+             "(docs/sql-support.md lists what is incremental)",
+    )
+
+
+def _operator_location(view: ViewDef, node: Recompute):
+    """Where the operator of a Recompute is in the view: its read of the current time, or
+    the first SQL keyword its reason names (ORDER BY ... LIMIT, a function), else the view."""
+    if node.every_refresh:
+        return view.locate(next((n for n in view.query.walk() if is_clock_read(n)), None))
+    words = [w for w in re.findall(r"[A-Za-z_]+", node.reason) if w.isupper()]
+    found = [view.locate_word(w) for w in words if re.search(rf"\b{w}\b", view.text, re.IGNORECASE)]
+    return found[0] if found else view.location
 
 
 def _temporal(view: ViewDef, qualified: exp.Query, resolve) -> Node | None:
@@ -272,7 +329,7 @@ def _temporal(view: ViewDef, qualified: exp.Query, resolve) -> Node | None:
 
 
 def full_recompute(query: exp.Query, schema: Schema, resolve, every_refresh: bool = False) -> Recompute:
-    """A view marked ``'ivm.refresh' = 'full'``: its whole SELECT, recomputed whenever any
+    """A view with REFRESH POLICY FULL: its whole SELECT, recomputed whenever any
     source changes (one global key), non-deterministic functions allowed. With
     ``every_refresh`` (a view comparing with the current time): recomputed on every refresh."""
     sources: dict[str, tuple[str, Scan]] = {}
@@ -289,7 +346,7 @@ def full_recompute(query: exp.Query, schema: Schema, resolve, every_refresh: boo
     renamed = exp.select(*(alias(col(q), n) for q, n in zip(bound.named_selects, names))).from_(subquery(bound, "q"))
     if every_refresh:
         return Recompute(inputs, tuple(() for _ in inputs), renamed, names, EVERY_REFRESH_REASON, every_refresh=True)
-    return Recompute(inputs, tuple(() for _ in inputs), renamed, names, "the view is marked 'ivm.refresh' = 'full'")
+    return Recompute(inputs, tuple(() for _ in inputs), renamed, names, policies.FULL_REASON)
 
 
 EVERY_REFRESH_REASON = "it compares columns with the current time, so its rows change as time passes"
@@ -406,9 +463,11 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
     """The SQL that maintains a view, for `ivm compile`: tables, refresh statements, view,
     and the physical decisions a refresh takes around them."""
     symbolic = symbolic_pins(plan.stages)
+    cost = policies.cost_model(plan.policy, cost)
     lines = [
         f"-- view {plan.name}  ({plan.view.location})",
         f"-- reads: {', '.join(plan.base_tables + tuple(plan.depends_on)) or 'nothing'}",
+        f"-- refresh policy: {policies.describe(plan.policy)}",
         "-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;",
         "-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.",
         f"-- each refresh: {changes.describe()}; {materialize.describe()};",
@@ -423,11 +482,11 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         lines += ["", f"-- stage {number}/{len(plan.stages)}: {stage.table} [{stage.kind}] {stage.strategy}"]
         initial = stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()})
         if stage.kind == "fixpoint":
-            lines += _fixpoint_lines(stage, initial, symbolic, plan.fingerprint(stage))
+            lines += _fixpoint_lines(plan, stage, initial, symbolic)
             continue
         lines += [
             "-- first refresh (or recompute):",
-            to_sql(create_table(stage, initial, plan.fingerprint(stage))) + ";",
+            to_sql(plan.create_table(stage, initial)) + ";",
             "-- each refresh:",
             to_sql(stage.merge_statement(symbolic)) + ";",
         ]
@@ -453,7 +512,7 @@ def _rescan_lines(stage: Stage, symbolic: dict[str, Versions]) -> list[str]:
     ]
 
 
-def _fixpoint_lines(stage: Stage, initial: exp.Query, symbolic: dict[str, Versions], fingerprint: str) -> list[str]:
+def _fixpoint_lines(plan: ViewPlan, stage: Stage, initial: exp.Query, symbolic: dict[str, Versions]) -> list[str]:
     """A recursive stage's loop: where it starts, what each iteration runs, what is stored."""
     iteration, total = f"{fixpoint.ITERATION_VIEW}j", table(f"{INTERNAL_PREFIX}_fixpoint_sum")
     return [
@@ -465,6 +524,6 @@ def _fixpoint_lines(stage: Stage, initial: exp.Query, symbolic: dict[str, Versio
         f"X_(j+1) = the recursive term over X_j (`{iteration}`):",
         to_sql(fixpoint.iterate(stage.node, iteration, symbolic)) + ";",
         f"-- the table is created from, or merged with, the sum X_0 + X_1 + ... (`{total.name}`):",
-        to_sql(create_table(stage, exp.select(exp.Star()).from_(total), fingerprint)) + ";",
+        to_sql(plan.create_table(stage, exp.select(exp.Star()).from_(total))) + ";",
         to_sql(stage.merge(exp.select(exp.Star()).from_(total))) + ";",
     ]

@@ -14,6 +14,7 @@ Layout (every key is optional; an empty file gives all defaults)::
         spark.sql.shuffle.partitions: 4
     refresh:
       recompute_above: 0.1  # recompute a stage when its change is this share of its input rows (or scans as much); or never
+      policy: auto          # the views' default REFRESH POLICY: auto, incremental, incremental strict or full
 
 Errors point at the offending line: the file is composed into yaml nodes first,
 which keep their positions, and only then turned into values.
@@ -32,6 +33,7 @@ from types import MappingProxyType
 import yaml
 
 from ivm_sql.errors import ConfigError, Location
+from ivm_sql.physical.policy import NAMES as POLICY_NAMES, RefreshPolicy
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONNECT_PORT = 15002  # Spark Connect's default port
@@ -62,6 +64,7 @@ class RefreshSettings:
     """
 
     recompute_above: float | None = 0.1
+    policy: RefreshPolicy = RefreshPolicy.AUTO  # of a view whose SQL names none (``physical.policy``)
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ class Config:
 
 _TOP_KEYS = ("database", "views", "migrations", "spark", "refresh")
 _SPARK_KEYS = ("master", "remote", "token_env", "app_name", "conf")
-_REFRESH_KEYS = ("recompute_above",)
+_REFRESH_KEYS = ("recompute_above", "policy")
 
 
 def load_config(path: Path) -> Config:
@@ -233,12 +236,28 @@ class _Reader:
 
     def _refresh(self, node: yaml.Node) -> RefreshSettings:
         section = self._mapping(node, "refresh", _REFRESH_KEYS)
-        if "recompute_above" not in section:
-            return RefreshSettings()
-        value_node = section["recompute_above"]
+        values: dict[str, object] = {}
+        if "recompute_above" in section:
+            values["recompute_above"] = self._recompute_above(section["recompute_above"])
+        if "policy" in section:
+            values["policy"] = self._policy(section["policy"])
+        return RefreshSettings(**values)  # type: ignore[arg-type]
+
+    def _policy(self, node: yaml.Node) -> RefreshPolicy:
+        value = node.value if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:str" else None
+        policy = RefreshPolicy.named(value) if value is not None else None
+        if policy is None:
+            raise ConfigError(
+                f"refresh.policy must be a refresh policy, not {value if value is not None else _describe(node)}",
+                location=self._at(node),
+                hint=f"one of {POLICY_NAMES} (as in REFRESH POLICY; any case)",
+            )
+        return policy
+
+    def _recompute_above(self, value_node: yaml.Node) -> float | None:
         value = yaml.SafeLoader("").construct_object(value_node) if isinstance(value_node, yaml.ScalarNode) else None
         if value == "never":
-            return RefreshSettings(recompute_above=None)
+            return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise ConfigError(
                 f"refresh.recompute_above must be a positive number or never, not "
@@ -246,7 +265,7 @@ class _Reader:
                 location=self._at(value_node),
                 hint="e.g. 0.1 recomputes a stage when its change exceeds 10% of the rows it reads",
             )
-        return RefreshSettings(recompute_above=float(value))
+        return float(value)
 
     def _mapping(
         self, node: yaml.Node, what: str, allowed: tuple[str, ...] | None

@@ -48,6 +48,7 @@ class CompiledView:
     view: str
     sql: str
     stages: tuple[CompiledStage, ...] = ()
+    policy: str = "AUTO"  # its REFRESH POLICY (or the project's default)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class ViewStatus:
     pending: dict[str, int]  # base table -> newer version not yet reflected
     rows: int | None
     now: datetime | None = None  # the time its filters on the current time were evaluated at
+    policy: str = "AUTO"  # its REFRESH POLICY (or the project's default)
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,7 @@ class Project:
         if self.spec is not None:
             check_sources(log, self.pipeline(), self.database)
         catalog = SparkCatalog(self.spark, log, self._analysis.schemas, self._analysis.columns)
-        plans = compile_views(views, catalog, self.database, self._plans)
+        plans = compile_views(views, catalog, self.database, self._plans, self.config.refresh.policy)
         if names is None:
             return plans
         by_name = {p.view.name: p for p in plans}
@@ -191,7 +193,8 @@ class Project:
         names = [views] if isinstance(views, str) else views
         selected = set(n.lower() for n in names) if names is not None else None
         return [
-            CompiledView(p.name, render(p, self.cost_model), tuple(CompiledStage(s.table, s.kind, s.strategy) for s in p.stages))
+            CompiledView(p.name, render(p, self.cost_model), tuple(CompiledStage(s.table, s.kind, s.strategy) for s in p.stages),
+                         str(p.policy))
             for p in self.plans(names)
             if selected is None or p.view.name in selected
         ]
@@ -264,14 +267,14 @@ class Project:
         rows.update(zip(counted, self._row_counts(counted)))
         for plan in plans:
             if plan.name not in rows:
-                result.append(ViewStatus(plan.name, False, {}, {}, None))
+                result.append(ViewStatus(plan.name, False, {}, {}, None, policy=str(plan.policy)))
                 continue
             _, record = log.last_record(plan.table)
             versions = record.get("base", {})
             latest = {t: log.latest_version(t) for t in versions}
             pending = {t: v for t, v in latest.items() if v != versions[t]}
             now = moment(record["now"]) if "now" in record else None
-            result.append(ViewStatus(plan.name, True, versions, pending, rows[plan.name], now))
+            result.append(ViewStatus(plan.name, True, versions, pending, rows[plan.name], now, str(plan.policy)))
         return result
 
     def _row_counts(self, views: list[str]) -> list[int]:

@@ -20,6 +20,11 @@ CATALOG = StaticCatalog(
     }
 )
 
+FULL = "any SELECT with REFRESH POLICY FULL (or TBLPROPERTIES ('ivm.refresh' = 'full')), rand() allowed"
+INCREMENTAL = ("REFRESH POLICY INCREMENTAL or INCREMENTAL STRICT over an operator recomputed whole "
+               "(ORDER BY ... LIMIT, the current time outside a filter, a non-invertible global aggregate)")
+CLAUSES = {FULL: "REFRESH POLICY FULL", INCREMENTAL: "REFRESH POLICY INCREMENTAL"}  # written before AS
+
 # (construct, example view body over t(k, a, b, arr) and u(k, d))
 SUPPORTED = [
     ("projection with deterministic expressions, WHERE", "SELECT k, CASE WHEN a > 0 THEN upper(b) END AS x FROM t WHERE a IS NOT NULL"),
@@ -52,7 +57,7 @@ SUPPORTED = [
     ("subqueries in FROM, WITH", "WITH g AS (SELECT k, SUM(a) AS s FROM t GROUP BY k) SELECT g.k, g.s, u.d FROM g JOIN u ON g.k = u.k"),
     ("a filter comparing a column with the current time (current_timestamp, current_date, now): a temporal filter", "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400"),
     ("the current time compared with a column outside a filter (an outer join's ON, a SELECT expression)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND t.a > unix_timestamp(now()) - 60"),
-    ("any SELECT marked TBLPROPERTIES ('ivm.refresh' = 'full'), rand() allowed", "SELECT k, rand() AS r FROM t"),
+    (FULL, "SELECT k, rand() AS r FROM t"),
     ("column names with spaces, punctuation, unicode, quoted reserved words (a table ivm keeps with a name Delta refuses as it is gets column mapping)", "SELECT k AS `order id`, a AS `n,1`, b AS `naïve`, k AS `select` FROM t"),
 ]
 
@@ -65,6 +70,7 @@ REFUSED = [
     ("a correlated scalar subquery correlated other than by equalities", "SELECT k, (SELECT MAX(d) FROM u WHERE u.k > t.k) AS m FROM t"),
     ("time travel or TABLESAMPLE in FROM", "SELECT k FROM t VERSION AS OF 3"),
     ("a backtick in a column name: Delta's change data feed cannot write it", "SELECT k AS `a``b` FROM t"),
+    (INCREMENTAL, "SELECT k, a FROM t ORDER BY a DESC LIMIT 10"),
 ]
 
 STATE = {
@@ -76,9 +82,8 @@ STATE = {
 }
 
 
-def _plan(body: str, full: bool = False) -> ViewPlan:
-    properties = " TBLPROPERTIES ('ivm.refresh' = 'full')" if full else ""
-    view = parse_view(f"CREATE VIEW v{properties} AS {body}", Location("example.sql", 1))
+def _plan(body: str, clauses: str = "") -> ViewPlan:
+    view = parse_view(f"CREATE VIEW v {clauses} AS {body}", Location("example.sql", 1))
     return compile_views([view], CATALOG, "db")[0]
 
 
@@ -86,7 +91,7 @@ def supported_rows() -> list[tuple[str, str, str, str]]:
     """(construct, example, strategies of its stages, state kept) for each supported entry."""
     rows = []
     for construct, example in SUPPORTED:
-        plan = _plan(example, full="ivm.refresh" in construct)
+        plan = _plan(example, CLAUSES.get(construct, ""))
         strategies = "; ".join(dict.fromkeys(stage.strategy for stage in plan.stages))
         state = "; ".join(dict.fromkeys(STATE[stage.kind] for stage in plan.stages))
         rows.append((construct, example, strategies, state))
@@ -98,7 +103,7 @@ def refused_rows() -> list[tuple[str, str, str]]:
     rows = []
     for construct, example in REFUSED:
         try:
-            _plan(example)
+            _plan(example, CLAUSES.get(construct, ""))
         except IvmError as error:
             rows.append((construct, example, f"{error.message}; {error.hint or ''}".rstrip("; ")))
         else:
@@ -128,6 +133,21 @@ def render() -> str:
         "touched keys* recomputes only the groups, partitions, join keys or rows present in the",
         "change, from the inputs' new versions; *recompute all* does so for the whole operator, and",
         "says so in `ivm compile` and `ivm refresh`.",
+        "",
+        "## Statements and clauses",
+        "",
+        "A views file holds `CREATE [OR REPLACE] [MATERIALIZED] VIEW name [(column [COMMENT '...'], ...)]",
+        "[COMMENT '...'] [PARTITIONED BY (column, ...) | CLUSTER BY (column, ...)] [TBLPROPERTIES (...)]",
+        "[REFRESH POLICY AUTO | INCREMENTAL | INCREMENTAL STRICT | FULL] AS query` statements; the two",
+        "kinds are the same to ivm. The comment, properties and layout go to the view's table (its last",
+        "stage's), the comments also to the view users query. Refused at their line: a column type in",
+        "the column list, PARTITIONED BY or CLUSTER BY a column the view does not return as its table",
+        "stores it, a property ivm's own state depends on (`delta.enableChangeDataFeed`,",
+        "`delta.enableDeletionVectors`, `delta.columnMapping.mode`, `delta.appendOnly`, `ivm.*`), an",
+        "unknown policy, and any other clause. `INCREMENTAL` and `INCREMENTAL STRICT` refuse a view with",
+        "a *recompute all* strategy below; `FULL` (also `TBLPROPERTIES ('ivm.refresh' = 'full')`)",
+        "recomputes any SELECT whenever a source changes. The README's views-files section says what each",
+        "policy does at refresh time.",
         "",
         "## Maintained",
         "",

@@ -1,4 +1,5 @@
-"""Reads ``views/*.sql``: each ``CREATE [OR REPLACE] [MATERIALIZED] VIEW name AS SELECT ...``."""
+"""Reads ``views/*.sql``: each ``CREATE [OR REPLACE] [MATERIALIZED] VIEW name [clauses] AS SELECT ...``
+(the clauses: ``viewclauses``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 from sqlglot import exp
 
 from ivm_sql.errors import Location, SqlError, UnsupportedError
+from ivm_sql.physical.policy import RefreshPolicy
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX
 from ivm_sql.sqlfiles import read_sql, split_statements
 from ivm_sql.syntax import parse_statement
+from ivm_sql.viewclauses import REFRESH_PROPERTY, ViewClauses, refresh_policy, view_clauses
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,7 +27,8 @@ class ViewDef:
     column_names: tuple[str, ...] | None  # CREATE VIEW v (a, b) AS ...
     location: Location
     text: str
-    full_refresh: bool = False  # TBLPROPERTIES ('ivm.refresh' = 'full'): recompute on every change
+    policy: RefreshPolicy | None = None  # REFRESH POLICY (or 'ivm.refresh'); None: the project's default
+    clauses: ViewClauses = ViewClauses()  # COMMENT, TBLPROPERTIES, PARTITIONED BY / CLUSTER BY, column comments
 
     def locate(self, node: exp.Expression | None) -> Location:
         """The file:line of ``node`` inside this view (the view's first line if unknown)."""
@@ -35,9 +39,12 @@ class ViewDef:
         return self._at(_word_line(self.text, word))
 
     def _at(self, line: int | None) -> Location:
-        if line is None:
-            return self.location
-        return Location(self.location.path, (self.location.line or 1) + line - 1)
+        return _at_line(self.location, line)
+
+
+def _at_line(start: Location, line: int | None) -> Location:
+    """Line ``line`` of a statement that starts at ``start`` (the start itself if unknown)."""
+    return start if line is None else Location(start.path, (start.line or 1) + line - 1)
 
 
 def _line_of(node: exp.Expression, text: str) -> int | None:
@@ -81,7 +88,8 @@ def _file_views(text: str, path: Path) -> tuple[ViewDef, ...]:
 
 
 def parse_view(text: str, location: Location) -> ViewDef:
-    statement = parse_statement(text, location)
+    parsed_text, policy = refresh_policy(text, location)  # sqlglot cannot read REFRESH POLICY
+    statement = parse_statement(parsed_text, location)
     if not isinstance(statement, exp.Create) or statement.kind != "VIEW":
         found = statement.key.upper() if not isinstance(statement, (exp.Command, exp.Alias, exp.Column)) else text.split()[0]
         raise UnsupportedError(
@@ -97,7 +105,12 @@ def parse_view(text: str, location: Location) -> ViewDef:
     query = statement.expression
     if not isinstance(query, exp.Query):
         raise SqlError("a view needs AS SELECT ...", location=location)
-    full_refresh = _refresh_property(statement, location)
+    clauses, named = view_clauses(statement, lambda word: _at_word(text, word, location))
+    if policy is not None and named is not None and named is not policy:
+        raise SqlError(
+            f"REFRESH POLICY {policy} and '{REFRESH_PROPERTY}' = '{named.value}' disagree",
+            location=_at_word(text, REFRESH_PROPERTY, location), hint=f"keep REFRESH POLICY and drop the '{REFRESH_PROPERTY}' property",
+        )
     name = target.name.lower()
     if target.args.get("db") is not None:
         raise SqlError(
@@ -114,23 +127,11 @@ def parse_view(text: str, location: Location) -> ViewDef:
             f"view names starting with {INTERNAL_PREFIX} are reserved for ivm", location=location,
             hint="rename the view",
         )
-    return ViewDef(name, query, column_names, location, text, full_refresh)
+    return ViewDef(name, query, column_names, location, text, policy or named, clauses)
 
 
-REFRESH_PROPERTY = "ivm.refresh"
+def _at_word(text: str, word: str, location: Location) -> Location:
+    return _at_line(location, _word_line(text, word))
+
+
 TABLE_NAME = re.compile(r"[a-z0-9_]+")  # Spark's INVALID_SCHEMA_OR_RELATION_NAME otherwise
-
-
-def _refresh_property(statement: exp.Create, location: Location) -> bool:
-    """True for ``TBLPROPERTIES ('ivm.refresh' = 'full')``; other values are refused."""
-    properties = statement.args.get("properties")
-    for prop in properties.expressions if properties is not None else []:
-        if isinstance(prop, exp.Property) and prop.name.lower() == REFRESH_PROPERTY:
-            value = prop.args["value"].name.lower()
-            if value not in ("full", "incremental"):
-                raise SqlError(
-                    f"{REFRESH_PROPERTY} must be 'full' or 'incremental', not '{value}'", location=location,
-                    hint="'full' recomputes the view whenever a source changes",
-                )
-            return value == "full"
-    return False

@@ -82,12 +82,14 @@ class ViewSpec:
     reads: tuple[str, ...] = ()
     materialized: bool = False
     full_refresh: bool = False  # marked TBLPROPERTIES ('ivm.refresh' = 'full')
+    clauses: str = ""  # written before AS: COMMENT, PARTITIONED BY, REFRESH POLICY, ...
 
     def create_statement(self) -> str:
         kind = "MATERIALIZED VIEW" if self.materialized else "VIEW"
         names = f" ({', '.join(self.columns)})" if self.columns else ""
         properties = " TBLPROPERTIES ('ivm.refresh' = 'full')" if self.full_refresh else ""
-        return f"CREATE {kind} {self.name}{names}{properties} AS\n{self.select.strip()};\n"
+        clauses = f"\n{self.clauses}" if self.clauses else ""
+        return f"CREATE {kind} {self.name}{names}{properties}{clauses} AS\n{self.select.strip()};\n"
 
 
 def views_file(specs: Iterable[ViewSpec]) -> str:

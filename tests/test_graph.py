@@ -182,7 +182,7 @@ def test_aggregate_over_a_view_shows_its_groups_state_and_strategy() -> None:
         ("SELECT b, mode(a) AS lo FROM t GROUP BY b", False, Kind.RECOMPUTE_KEYS, "recompute touched keys: "),
         ("SELECT b, MIN(a) AS lo FROM t GROUP BY b", False, Kind.AGGREGATE, "incremental: MIN/MAX per group from the change alone"),
         ("SELECT k, a FROM t ORDER BY a DESC LIMIT 10", False, Kind.RECOMPUTE_ALL, "recompute all on any change: ORDER BY ... LIMIT"),
-        ("SELECT k, rand() AS r FROM t", True, Kind.RECOMPUTE_ALL, "recompute all on any change: the view is marked"),
+        ("SELECT k, rand() AS r FROM t", True, Kind.RECOMPUTE_ALL, "recompute all on any change: its refresh policy is FULL"),
         ("SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND t.a > unix_timestamp(now()) - 60", False, Kind.RECOMPUTE_ALL,
          "recompute all on every refresh: it compares columns with the current time"),
         ("SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400", False, Kind.INTEGRATE,

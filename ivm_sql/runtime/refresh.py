@@ -6,7 +6,9 @@ versions, and records the pinned ones in the same commit. A stage is recomputed 
 with the reason shown, when it is new, its definition changed, the user asked (--full), it
 compares with the current time, a table it reads was recomputed, a source's history holds
 a change the change data feed does not describe (a REPLACE, RESTORE or schema change), or
-the cost model (``physical.cost``) finds recomputing cheaper than applying the change.
+the cost model (``physical.cost``) finds recomputing cheaper than applying the change. A
+view's refresh policy (``physical.policy``) turns the cost model off, or refuses, before any
+of the view's stages is written, a recompute an INCREMENTAL STRICT view does not allow.
 
 Each stage's commit lands only if no other refresh committed to the table since the record
 it read; when another did, the stage is looked at again (``runtime.concurrent``).
@@ -27,13 +29,13 @@ from pyspark.errors import PySparkException
 from sqlglot import exp
 
 from ivm_sql.catalog import first_line
-from ivm_sql.compiler import ViewPlan, create_table, overwrite_table, stored_columns
+from ivm_sql.compiler import ViewPlan, overwrite_table, stored_columns
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import execution, layout, pruning
+from ivm_sql.physical import execution, layout, policy as policies, pruning
 from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CheaperToRecompute, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
@@ -128,6 +130,7 @@ class Refresher:
         self.changes = SourceChanges(spark)
         self.sizes = TableSizes(spark, self.log, self._run)
         self.key_values = pruning.KeyValues(spark)  # of the change data feeds ``changes`` keeps
+        self.plan_of: dict[str, ViewPlan] = {}  # stage table -> the plan of its view
 
     def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None,
                 on_stage: Callable[[StageStart], None] | None = None) -> list[ViewReport]:
@@ -136,6 +139,10 @@ class Refresher:
                 if table not in self.current:
                     with located(plan):
                         self.current[table] = self._run(lambda: self.log.latest_version(table), table)
+        strict = [plan for plan in plans if plan.policy is policies.RefreshPolicy.INCREMENTAL_STRICT]
+        for plan in strict:  # before anything is written
+            with located(plan):
+                self._check_strict(plan)
         reports = []
         try:
             for number, plan in enumerate(plans, 1):
@@ -144,6 +151,8 @@ class Refresher:
                         plan.name, number, len(plans), stage.table, i, len(plan.stages), stage.kind))
                 )
                 with located(plan):
+                    if plan in strict:  # again, now that the views it reads are refreshed
+                        self._check_strict(plan)
                     report = self.refresh_view(plan, started)
                 reports.append(report)
                 if on_view is not None:
@@ -157,6 +166,7 @@ class Refresher:
         started = time.perf_counter()
         report = ViewReport(plan.name, "unchanged")
         own_tables = {stage.table for stage in plan.stages}
+        self.plan_of.update(dict.fromkeys(own_tables, plan))
         for number, stage in enumerate(plan.stages, 1):
             if on_stage is not None:
                 on_stage(number, stage)
@@ -202,22 +212,19 @@ class Refresher:
             self.ahead.add(stage.table)
             self._adopt(stage.table, latest, record)
             return "unchanged", ""
-        reason = self._recompute_reason(stage, fingerprint, exists, record)
-        if reason is None:
-            reason = self._identity_reason(stage, record)
+        plan = self.plan_of[stage.table]
+        cost = policies.cost_model(plan.policy, self.cost)
+        reason = self._forced_reason(stage, fingerprint, exists, record)
         clock_moved = stage.reads_clock and record.get("now") != self.now
         if reason is None and not clock_moved and all(recorded[t] == self.current[t] for t in stage.sources):
             self._adopt(stage.table, latest, record)
             return "unchanged", ""
         if reason is None:
-            reason = history.log_gap(self.log, {t: (recorded[t], self.current[t]) for t in stage.sources})
-        if reason is None:
             pins = self._pins(stage, recorded)
             changed = self._changed_rows(pins)
             report.rows_in += sum(rows for table, rows in changed.items() if table not in own_tables)
-            reason = self._history_reason(pins)
-        if reason is None:
-            reason = self.cost.recompute_reason(changed, lambda table: self.sizes.rows(table, self.current[table]))
+            reason = cost.recompute_reason(changed, lambda table: self.sizes.rows(table, self.current[table]))
+        self._refuse_strict(plan, reason, own_tables)
         change = None
         if reason is None:
             change = stage.change_query({**pins, CLOCK: clock_versions(record.get("now"), self.now)})
@@ -241,9 +248,10 @@ class Refresher:
                 self._recompute(stage, exists, fingerprint)
             else:
                 try:
-                    report.add_files_read(self._apply_change(stage, change, latest, small_change=sum(changed.values()) <= SMALL_CHANGE))
+                    report.add_files_read(self._apply_change(stage, change, latest, cost, small_change=sum(changed.values()) <= SMALL_CHANGE))
                 except history.HistoryGone:  # nothing was committed: recompute instead
                     reason = history.gone_reason(self._changed_ranges(pins))
+                    self._refuse_strict(plan, reason, own_tables)
                     self._recompute(stage, exists, fingerprint)
                 except CheaperToRecompute as cheaper:  # nor here: what the change reads decided
                     reason = str(cheaper)
@@ -279,7 +287,7 @@ class Refresher:
         small = self.sizes.is_small(initial, recompute=True)
         with execution.for_small_data(self.spark, enabled=small), self._solved(stage, initial) as initial:
             created = not exists or stage.table in self.reshaped
-            statement = create_table(stage, initial, fingerprint) if created else overwrite_table(stage, initial)
+            statement = self.plan_of[stage.table].create_table(stage, initial) if created else overwrite_table(stage, initial)
             self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
         loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
         mapped = created and layout.needs_column_mapping(stored_columns(stage, initial))
@@ -316,7 +324,8 @@ class Refresher:
                 return commit
         raise concurrent.Overtaken(table)
 
-    def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, small_change: bool) -> dict[str, tuple[int, int]]:
+    def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, cost: CostModel,
+                      small_change: bool) -> dict[str, tuple[int, int]]:
         """One MERGE of the stage's change (``change_query``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
         version, which the MERGE reads. Join terms and touched-keys recomputes read large
@@ -330,7 +339,7 @@ class Refresher:
             # the one table a change reads as it stands is the stage's own (its stored rows)
             sizes = lambda table, version: self.sizes.bytes(table, own_version if version is None else version)  # noqa: E731
             change, bounded = pruning.bounded(self.key_values, self.changes.rewrite(change), sizes)
-            cheaper = self.cost.scan_reason(self.sizes.scanned_bytes(change, bounded), self.sizes.scanned_bytes(self._initial(stage)))
+            cheaper = cost.scan_reason(self.sizes.scanned_bytes(change, bounded), self.sizes.scanned_bytes(self._initial(stage)))
             if cheaper is not None:
                 raise CheaperToRecompute(cheaper)
             small = small_change and self.sizes.is_small(change, also=[(stage.table, own_version)])
@@ -344,12 +353,13 @@ class Refresher:
                 raise history.HistoryGone() from None
             raise self._error(stage.table, error) from None
 
-    def _pins(self, stage: Stage, recorded: dict[str, int]) -> Pins:
-        """The versions each source is read at. A source whose commits since the recorded
-        version changed no row (ivm's record-only commits, OPTIMIZE) counts as unchanged:
-        its terms are left out, and its old contents are read at the new version."""
+    def _pins(self, stage: Stage, recorded: dict[str, int], tables: list[str] | None = None) -> Pins:
+        """The versions each source (or each of ``tables``) is read at. A source whose commits
+        since the recorded version changed no row (ivm's record-only commits, OPTIMIZE)
+        counts as unchanged: its terms are left out, and its old contents are read at the new
+        version."""
         pins = {}
-        for table in stage.sources:
+        for table in stage.sources if tables is None else tables:
             old, new = recorded[table], self.current[table]
             if old != new and not any(c.changes_rows for c in self.log.commits_between(table, old, new)):
                 old = new
@@ -402,6 +412,34 @@ class Refresher:
     def _keep_time(self, table: str, now: int | None) -> None:
         if now is not None:
             self.now_of[table] = now
+
+    def _forced_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
+        """Why a stage must be recomputed whatever the cost, from its record and the logs of
+        its sources (those this refresh has pinned so far): nothing else is read or written."""
+        reason = self._recompute_reason(stage, fingerprint, exists, record) or self._identity_reason(stage, record)
+        recorded = record.get("sources", {})
+        pinned = [t for t in stage.sources if t in self.current]
+        if reason is None:
+            reason = history.log_gap(self.log, {t: (recorded[t], self.current[t]) for t in pinned})
+        return reason or self._history_reason(self._pins(stage, recorded, pinned))
+
+    def _refuse_strict(self, plan: ViewPlan, reason: str | None, own_tables: set[str]) -> None:
+        """Fail, before anything of the stage is written, a STRICT view's recompute for a
+        reason other than a first load (``physical.policy``); a stage over one of its view's
+        own stages that was loaded anew is part of that load."""
+        below = reason is not None and reason.endswith(RECOMPUTED_BELOW) and reason[:-len(RECOMPUTED_BELOW)] in own_tables
+        refusal = None if below else policies.strict_refusal(plan.policy, reason)
+        if refusal is not None:
+            raise RefreshError(f"view {plan.name}: {refusal}", location=plan.view.location, hint=policies.STRICT_HINT)
+
+    def _check_strict(self, plan: ViewPlan) -> None:
+        """Refuse a STRICT view whose refresh could not be incremental, by what the logs say
+        (``_forced_reason``), before any of its stages is written."""
+        own_tables = {stage.table for stage in plan.stages}
+        for stage in plan.stages:
+            exists = self._run(lambda: self.log.exists(stage.table), stage.table)
+            record = self.log.recorded(stage.table)[2] if exists else {}
+            self._refuse_strict(plan, self._forced_reason(stage, plan.fingerprint(stage), exists, record), own_tables)
 
     def _recompute_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
         if not exists:

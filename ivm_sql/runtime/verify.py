@@ -8,6 +8,7 @@ from sqlglot import exp
 
 from ivm_sql.compiler import ViewPlan, inline_views
 from ivm_sql.incremental.temporal import at_time, instant
+from ivm_sql.physical.policy import RefreshPolicy
 from ivm_sql.runtime import delta_log
 from ivm_sql.sqlbuild import lit, to_sql
 
@@ -44,8 +45,8 @@ def recompute_query(plan: ViewPlan, plans: dict[str, ViewPlan], versions: dict[s
 
 
 def verify_view(spark, plan: ViewPlan, plans: dict[str, ViewPlan]) -> VerifyResult:
-    if plan.view.full_refresh:
-        return VerifyResult(plan.name, True, problem="skipped: marked 'ivm.refresh' = 'full' (its SELECT may not be deterministic)")
+    if plan.policy is RefreshPolicy.FULL:
+        return VerifyResult(plan.name, True, problem="skipped: its refresh policy is FULL (its SELECT may not be deterministic)")
     if not spark.catalog.tableExists(plan.table):
         return VerifyResult(plan.name, False, problem="never refreshed: run `ivm refresh` first")
     _, record = delta_log.DeltaLog(spark).last_record(plan.table)

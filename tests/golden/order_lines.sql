@@ -1,5 +1,6 @@
 -- view shop.order_lines  (views/sales.sql:2)
 -- reads: shop.orders, shop.customers, shop.products
+-- refresh policy: AUTO (incremental, recomputed where the cost model finds it cheaper)
 -- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
 -- each refresh: each source's change data feed is read once per refresh and kept in memory for every stage that reads it; the change is computed once and cached before its MERGE; an empty change skips the MERGE and only records the new versions;
