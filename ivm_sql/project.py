@@ -7,10 +7,11 @@ layer over it.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from sqlglot import exp
 
@@ -24,6 +25,7 @@ from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import concurrent, delta_log, lifecycle
+from ivm_sql.runtime import watch as watching
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
@@ -186,10 +188,40 @@ class Project:
 
         ``now``: the time a filter on the current time is evaluated at (default: the clock's).
         ``on_stage(start)`` is called as each stage begins, ``on_view(report)`` as each view ends."""
+        return self._refresh(views, full, on_view, now, on_stage)[0]
+
+    def _refresh(
+        self, views: Iterable[str] | None, full: bool = False, on_view: Callable[[ViewReport], None] | None = None,
+        now: datetime | None = None, on_stage: Callable[[StageStart], None] | None = None,
+    ) -> tuple[list[ViewReport], watching.Pinned]:
+        """``refresh``'s reports, and the version of each base table it brought the views to."""
         self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
         refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now, project=str(self.root))
-        return refresher.refresh(self.plans(views, log), on_view, on_stage)
+        plans = self.plans(views, log)
+        reports = refresher.refresh(plans, on_view, on_stage)
+        return reports, {table: refresher.current[table] for plan in plans for table in plan.base_tables}
+
+    def watch(
+        self, views: Iterable[str] | None = None, every: float = 10.0, until_idle: bool = False,
+        stop: threading.Event | None = None, on_view: Callable[[ViewReport], None] | None = None,
+        on_stage: Callable[[StageStart], None] | None = None,
+    ) -> Iterator[watching.Round]:
+        """Refresh now, then each time a source of the views changes, until ``stop`` is set
+        (or, with ``until_idle``, until a poll finds nothing changed); yields each round.
+
+        Between refreshes it reads only the sources' Delta logs, every ``every`` seconds,
+        which runs no Spark job (``runtime.watch``). The views files are read anew at each
+        refresh. ``on_view`` and ``on_stage`` are as for ``refresh``."""
+        views = list(views) if views is not None else None  # iterated at every round
+        log = self.delta_log()
+
+        def current(tables: Iterable[str]) -> watching.Pinned:
+            return {table: log.latest_version(table) for table in tables}
+
+        yield from watching.rounds(
+            lambda: self._refresh(views, on_view=on_view, on_stage=on_stage), current, every, until_idle, stop,
+        )
 
     def status(self) -> list[ViewStatus]:
         """Per view: the source versions it reflects, the newer ones, its row count."""
