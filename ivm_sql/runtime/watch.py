@@ -15,6 +15,7 @@ refresh finishes the work.
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 import threading
@@ -30,6 +31,7 @@ from ivm_sql.runtime.refresh import ViewReport
 INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 DEFAULT_EVERY = "10s"
+CANCEL_SECONDS = 10.0  # how long an abandoning watch waits for its Spark jobs' cancellation
 
 # The sources' versions a refresh brought its views up to: table -> version.
 Pinned = dict[str, int]
@@ -102,7 +104,7 @@ def rounds(
 class StopOnSignal:
     """While entered, SIGINT and SIGTERM stop a watch instead of killing the process: the
     first sets ``event`` (the refresh in progress finishes, a wait ends at once) and calls
-    ``on_first``; the second calls ``abandon`` (to cancel running Spark jobs) and raises
+    ``on_first``; the second runs ``abandon`` (to cancel running Spark jobs) and raises
     KeyboardInterrupt. The handlers in place before are put back on exit.
 
     Enter it only after the Spark session exists: starting a local SparkContext installs
@@ -132,8 +134,14 @@ class StopOnSignal:
             self.event.set()
             self.on_first(signal.Signals(number).name)
             return
-        try:  # best effort: the process ends either way, and its views stay consistent
-            self.abandon()
-        finally:
-            raise KeyboardInterrupt
+        # Cancelled from another thread: this handler runs on the main thread, inside the
+        # refresh's own call to Spark, whose connection (py4j's or gRPC's) it cannot reuse.
+        # Best effort, and bounded: the process ends either way, its views consistent.
+        canceller = threading.Thread(target=self.abandon, daemon=True)
+        canceller.start()
+        canceller.join(CANCEL_SECONDS)
+        # py4j logs the call this interrupts, with its stack, on the root logger; the
+        # process is ending with its own one-line message
+        logging.disable(logging.CRITICAL)
+        raise KeyboardInterrupt
 
