@@ -211,7 +211,8 @@ class Project:
         (or, with ``until_idle``, until a poll finds nothing changed); yields each round.
 
         Between refreshes it reads only the sources' Delta logs, every ``every`` seconds,
-        which runs no Spark job (``runtime.watch``). The views files are read anew at each
+        which runs no Spark job (``runtime.watch``; over Spark Connect, a log this machine
+        cannot read is a DESCRIBE HISTORY). The views files are read anew at each
         refresh. ``on_view`` and ``on_stage`` are as for ``refresh``."""
         views = list(views) if views is not None else None  # iterated at every round
         log = self.delta_log()

@@ -2,7 +2,9 @@
 
 Between refreshes only the sources' Delta logs are read (``DeltaLog.latest_version``):
 listing a ``_delta_log`` folder runs no Spark job, so a watch that finds nothing to do
-costs a directory listing per source per interval. A refresh pins one version per source;
+costs a directory listing per source per interval. (Over Spark Connect, a table on storage
+this machine cannot read is the exception: its log comes from ``DESCRIBE HISTORY``, a
+round trip to the server, as for every other read of it: ``delta_log.HistoryFolder``.) A refresh pins one version per source;
 the next poll compares each source's current version with the pinned one, so a commit
 that lands while a refresh runs is refreshed in the next round, never missed.
 
