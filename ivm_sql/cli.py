@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,9 +16,11 @@ from ivm_sql import report_json
 from ivm_sql.errors import IvmError
 from ivm_sql import server as servers
 from ivm_sql.graph import Format, choose_format, draw, image_path, text
-from ivm_sql.progress import RefreshProgress
+from ivm_sql.progress import RefreshProgress, round_line
 from ivm_sql.project import Project
 from ivm_sql.runtime.lifecycle import TOMBSTONE_HOURS, ViewState
+from ivm_sql.runtime.watch import DEFAULT_EVERY, StopOnSignal, parse_interval
+from ivm_sql.session import cancel_jobs
 
 app = typer.Typer(
     help="Keep SQL views materialized on Spark and Delta Lake, refreshed incrementally.",
@@ -48,9 +51,10 @@ JSON_HELP = "Print one JSON document on standard output instead (see the README 
 
 
 @contextmanager
-def opened(ctx: typer.Context, as_json: bool = False) -> Iterator[Project]:
+def opened(ctx: typer.Context, as_json: bool = False, lines: bool = False) -> Iterator[Project]:
     """The project, with every failure turned into one clear message and exit code 1 (130
-    when interrupted). With ``as_json``, the failure is also a JSON document on stdout."""
+    when interrupted). With ``as_json``, the failure is also a JSON document on stdout, on
+    one line with ``lines`` (after the JSON lines of `refresh --watch`)."""
     try:
         project = Project.open(ctx.obj["path"], verbose=ctx.obj["verbose"])
         yield project
@@ -58,22 +62,22 @@ def opened(ctx: typer.Context, as_json: bool = False) -> Iterator[Project]:
     except typer.Exit:  # a command's own exit code (a verify mismatch, a refusal)
         raise
     except IvmError as error:
-        _fail(error, 1, as_json)
+        _fail(error, 1, as_json, lines=lines)
     except KeyboardInterrupt:
-        _fail(IvmError("interrupted"), 130, as_json, plain="interrupted")
+        _fail(IvmError("interrupted"), 130, as_json, plain="interrupted", lines=lines)
     except Exception as error:  # a Spark or Java failure we did not foresee: one line, no stack
         from ivm_sql.catalog import first_line
 
         if ctx.obj["verbose"] and not as_json:
             err.print(f"[red]error: {first_line(error)}[/red]")
             raise
-        _fail(IvmError(first_line(error), hint="run with --verbose for details"), 1, as_json)
+        _fail(IvmError(first_line(error), hint="run with --verbose for details"), 1, as_json, lines=lines)
 
 
-def _fail(error: IvmError, code: int, as_json: bool, plain: str | None = None) -> None:
+def _fail(error: IvmError, code: int, as_json: bool, plain: str | None = None, lines: bool = False) -> None:
     err.print(plain or f"[red]{error}[/red]", markup=plain is None)
     if as_json:
-        typer.echo(report_json.dumps(report_json.error_document(error)))
+        typer.echo(report_json.dumps(report_json.error_document(error), lines))
     raise typer.Exit(code) from None
 
 
@@ -165,13 +169,22 @@ def refresh(
     ctx: typer.Context,
     views: Optional[List[str]] = typer.Argument(None, help="Views to refresh (and the views they read); default: all."),
     full: bool = typer.Option(False, "--full", help="Recompute from scratch instead of applying changes."),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP + " With --watch, one line per refresh."),
+    watch: bool = typer.Option(
+        False, "--watch", help="Refresh now, then again whenever a source changes, until Ctrl-C or SIGTERM: "
+        "the first lets the refresh in progress finish (exit 0), a second abandons it (exit 130)."),
+    every: Optional[str] = typer.Option(
+        None, "--every", help=f"With --watch: how often to read the sources' Delta logs, e.g. 500ms, 10s, 2m (default {DEFAULT_EVERY})."),
+    until_idle: bool = typer.Option(False, "--until-idle", help="With --watch: stop at the first look that finds no source changed."),
 ) -> None:
     """Bring views up to date with every source change since their last refresh.
 
     On a terminal, a live line shows the view and stage being worked on, the views done and
-    the time so far."""
-    with opened(ctx, as_json) as project:
+    the time so far. With --watch, one line per refresh instead."""
+    with opened(ctx, as_json, lines=watch) as project:
+        if watch or every is not None or until_idle:
+            _watch(project, views or None, watch, full, every, until_idle, as_json)
+            return
         if as_json:
             reports = project.refresh(views or None, full=full)
             typer.echo(report_json.dumps(report_json.refresh_document(reports)))
@@ -189,6 +202,35 @@ def refresh(
         with RefreshProgress(out, live=out.is_terminal) as progress:
             project.refresh(views or None, full=full, on_stage=progress.stage, on_view=show)
         _notes(project)
+
+
+def _watch(project: Project, views: list[str] | None, watch: bool, full: bool, every: str | None, until_idle: bool,
+           as_json: bool) -> None:
+    """`ivm refresh --watch`: one line, or one JSON line, per refresh, until stopped."""
+    if not watch:
+        raise IvmError("--every and --until-idle go with --watch", hint="add --watch")
+    if full:
+        raise IvmError("--full cannot be combined with --watch: it would recompute every view at every change",
+                       hint="run `ivm refresh --full` first, then `ivm refresh --watch`")
+    seconds = parse_interval(every or DEFAULT_EVERY)  # before Spark starts: a typo fails at once
+    project.views()  # so does a mistake in a views file
+    spark = project.spark  # before the handlers: a local SparkContext installs its own for SIGINT
+
+    def stopping(name: str) -> None:
+        print(f"{name}: stopping after the refresh in progress (again to abandon it)", file=sys.stderr, flush=True)
+
+    stopper = StopOnSignal(stopping, lambda: cancel_jobs(spark))
+    print(f"watching: refreshing now, then whenever a source changes (looking every {every or DEFAULT_EVERY}); "
+          "Ctrl-C stops", file=sys.stderr, flush=True)
+    count = 0
+    with stopper:
+        for count, done in enumerate(project.watch(views, seconds, until_idle, stopper.event), 1):
+            if as_json:
+                typer.echo(report_json.dumps(report_json.watch_document(done), lines=True))
+            else:
+                out.print(round_line(done), markup=False)
+    why = f"stopped by {signal.Signals(stopper.received).name}" if stopper.received else "idle: no source changed since the last refresh"
+    print(f"{why}; {count} refreshes", file=sys.stderr, flush=True)
 
 
 @app.command()

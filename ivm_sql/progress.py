@@ -14,6 +14,7 @@ from rich.table import Column
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from ivm_sql.runtime.refresh import StageStart
+from ivm_sql.runtime.watch import Round
 
 
 class RefreshProgress:
@@ -54,3 +55,22 @@ class RefreshProgress:
         self.console.print(line, markup=False)
         if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
+
+
+ACTIONS = ("created", "recomputed", "incremental", "unchanged")
+
+
+def round_line(round: Round) -> str:
+    """One line per refresh of `ivm refresh --watch`: when, how many views and what was done
+    to them, rows in and out, seconds, and the sources whose change started it.
+
+    ``refresh 2 at 08:51:02: 3 views (1 incremental, 2 unchanged), 4 rows in, 2 rows out, 1.3s; changed: shop.orders 5->7``
+    """
+    reports = round.reports
+    done = ", ".join(f"{count} {action}" for action in ACTIONS if (count := sum(r.action == action for r in reports)))
+    changed = ", ".join(f"{table} {old}->{new}" for table, (old, new) in sorted(round.changed.items()))
+    return (
+        f"refresh {round.number} at {round.at:%H:%M:%S}: {len(reports)} views ({done or 'none'}), "
+        f"{sum(r.rows_in for r in reports)} rows in, {sum(r.rows_out for r in reports)} rows out, "
+        f"{round.seconds:.1f}s; " + (f"changed: {changed}" if changed else "first refresh of the watch")
+    )

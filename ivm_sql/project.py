@@ -7,10 +7,11 @@ layer over it.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from sqlglot import exp
 
@@ -28,6 +29,7 @@ from ivm_sql.pipelines.sources import check_sources
 from ivm_sql.pipelines.spec import SPEC_FILE_NAMES, PipelineSpec, find_spec, load_spec
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import concurrent, delta_log, lifecycle
+from ivm_sql.runtime import watch as watching
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
@@ -217,25 +219,60 @@ class Project:
 
         ``now``: the time a filter on the current time is evaluated at (default: the clock's).
         ``on_stage(start)`` is called as each stage begins, ``on_view(report)`` as each view ends."""
+        return self._refresh(views, full, on_view, now, on_stage)[0]
+
+    def _refresh(
+        self, views: Iterable[str] | None, full: bool = False, on_view: Callable[[ViewReport], None] | None = None,
+        now: datetime | None = None, on_stage: Callable[[StageStart], None] | None = None,
+    ) -> tuple[list[ViewReport], watching.Pinned]:
+        """``refresh``'s reports, and the version of each base table it brought the views to."""
         self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
-        streamed = self._refresh_streaming(log, full, on_view)
+        streamed, streams = self._refresh_streaming(log, full, on_view)
         names = [n for n in views if n.lower() not in {r.view.rpartition(".")[2] for r in streamed}] if views is not None else None
         refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now, project=str(self.root))
-        return streamed + refresher.refresh(self.plans(names, log), on_view, on_stage)
+        plans = self.plans(names, log)
+        reports = refresher.refresh(plans, on_view, on_stage)
+        return streamed + reports, {**streams, **{table: refresher.current[table] for plan in plans for table in plan.base_tables}}
 
-    def _refresh_streaming(self, log: delta_log.DeltaLog, full: bool, on_view: Callable[[ViewReport], None] | None) -> list[ViewReport]:
+    def _refresh_streaming(self, log: delta_log.DeltaLog, full: bool,
+                           on_view: Callable[[ViewReport], None] | None) -> tuple[list[ViewReport], watching.Pinned]:
         """Append to every streaming table of a pipeline project, before the views that may
-        read them (each costs no Spark job when its source is unchanged)."""
+        read them (each costs no Spark job when its source is unchanged); with the version of
+        each source read before (a commit landing during the refresh starts the next round)."""
         if self.spec is None:
-            return []
+            return [], {}
         self._use_database()
+        sources = {streaming.qualified(t.source, self.database) for t in self.pipeline().streaming}
+        pinned = {source: log.latest_version(source) for source in sources if log.exists(source)}
         reports = []
         for table in streaming.in_order(self.pipeline().streaming, self.database):
             reports.append(streaming.refresh_streaming(self.spark, log, self.database, table, full))
             if on_view is not None:
                 on_view(reports[-1])
-        return reports
+        return reports, pinned
+
+    def watch(
+        self, views: Iterable[str] | None = None, every: float = 10.0, until_idle: bool = False,
+        stop: threading.Event | None = None, on_view: Callable[[ViewReport], None] | None = None,
+        on_stage: Callable[[StageStart], None] | None = None,
+    ) -> Iterator[watching.Round]:
+        """Refresh now, then each time a source of the views changes, until ``stop`` is set
+        (or, with ``until_idle``, until a poll finds nothing changed); yields each round.
+
+        Between refreshes it reads only the sources' Delta logs, every ``every`` seconds,
+        which runs no Spark job (``runtime.watch``; over Spark Connect, a log this machine
+        cannot read is a DESCRIBE HISTORY). The views files are read anew at each
+        refresh. ``on_view`` and ``on_stage`` are as for ``refresh``."""
+        views = list(views) if views is not None else None  # iterated at every round
+        log = self.delta_log()
+
+        def current(tables: Iterable[str]) -> watching.Pinned:
+            return {table: log.latest_version(table) for table in tables}
+
+        yield from watching.rounds(
+            lambda: self._refresh(views, on_view=on_view, on_stage=on_stage), current, every, until_idle, stop,
+        )
 
     def status(self) -> list[ViewStatus]:
         """Per view: the source versions it reflects, the newer ones, its row count."""

@@ -19,10 +19,13 @@ from ivm_sql.project import CompiledView, ViewStatus
 from ivm_sql.runtime.lifecycle import ViewState
 from ivm_sql.runtime.refresh import ViewReport
 from ivm_sql.runtime.verify import VerifyResult
+from ivm_sql.runtime.watch import Round
 
 
-def dumps(document: dict) -> str:
-    return json.dumps(document, default=_plain, indent=2, ensure_ascii=False)
+def dumps(document: dict, lines: bool = False) -> str:
+    """The document as JSON text; with ``lines``, on one line (JSON lines: `refresh --watch`
+    prints one document per refresh)."""
+    return json.dumps(document, default=_plain, indent=None if lines else 2, ensure_ascii=False)
 
 
 def _plain(value: Any) -> Any:
@@ -45,6 +48,13 @@ def refresh_document(reports: list[ViewReport]) -> dict:
         **{action: sum(r.action == action for r in reports) for action in ("created", "recomputed", "incremental", "unchanged")},
     }
     return {"views": views, "totals": totals}
+
+
+def watch_document(round: Round) -> dict:
+    """One refresh of `ivm refresh --watch`: which it is, when it ended, its wall clock, the
+    sources whose change started it (none in the first), then what `refresh_document` says."""
+    changed = {table: {"from": old, "to": new} for table, (old, new) in sorted(round.changed.items())}
+    return {"round": round.number, "at": round.at, "seconds": round.seconds, "changed": changed, **refresh_document(round.reports)}
 
 
 def status_document(statuses: list[ViewStatus], orphaned: list[ViewState]) -> dict:

@@ -285,6 +285,15 @@ def is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+def cancel_jobs(spark) -> None:
+    """Cancel the Spark jobs this session runs now: over Spark Connect, its operations on
+    the server; embedded, every job of the local SparkContext."""
+    if is_connect(spark):
+        spark.interruptAll()
+    else:
+        spark.sparkContext.cancelAllJobs()
+
+
 def _local_catalog(config: Config) -> bool:
     """Whether the catalog is the project's own Derby metastore under ``.ivm`` (any master),
     rather than an external metastore named in ivm.yaml's spark.conf."""

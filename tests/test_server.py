@@ -19,13 +19,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import json
 import os
+import queue
 import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,6 +147,42 @@ def test_the_python_api_sends_the_token(served: tuple[Path, ServerRecord]) -> No
                             env={k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["[(6,)]", "pyspark.sql.connect.session"]
+
+
+def test_refresh_watch_through_the_server_and_spark_remote(served: tuple[Path, ServerRecord], tmp_path: Path) -> None:
+    """The watch runs in the command's process, each refresh on the server; changes made by
+    other commands meanwhile are seen, and SIGTERM ends it with exit code 0. Every change
+    here is undone by the next, so the tests after it see the data as before."""
+    root, record = served
+    watching = subprocess.Popen(
+        [sys.executable, "-m", "ivm_sql.cli", "-p", str(root), "refresh", "--watch", "--every", "200ms", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in watching.stdout], daemon=True).start()
+    try:
+        documents = [json.loads(lines.get(timeout=300))]
+        assert documents[0]["round"] == 1 and documents[0]["totals"]["unchanged"] == 4
+        for quantity in (5, 1):  # a cancelled order: revenue stays, order_lines changes
+            ok(root, "sql", f"UPDATE orders SET quantity = {quantity} WHERE id = 104")
+            documents.append(json.loads(lines.get(timeout=300)))
+            assert list(documents[-1]["changed"]) == ["shop.orders"] and documents[-1]["totals"]["incremental"] >= 1
+        watching.send_signal(signal.SIGTERM)
+        assert watching.wait(120) == 0
+        assert "stopped by SIGTERM; 3 refreshes" in watching.stderr.read()
+    finally:
+        watching.kill()
+    assert ok(root, "verify").split().count("ok") == 4
+
+    (tmp_path / "ivm.yaml").write_text(f"database: shop\nspark:\n  remote: {record.url}\n  token_env: SHOP_TOKEN\n")
+    shutil.copytree(root / "views", tmp_path / "views")
+    remote = subprocess.run(
+        [sys.executable, "-m", "ivm_sql.cli", "-p", str(tmp_path), "refresh", "--watch", "--until-idle", "--every", "100ms", "--json"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "SHOP_TOKEN": record.token},
+    )
+    assert remote.returncode == 0, remote.stderr
+    only, = remote.stdout.splitlines()
+    assert json.loads(only)["totals"]["views"] == 4
 
 
 def test_ivm_meeting_a_refusal_says_so(served: tuple[Path, ServerRecord]) -> None:

@@ -1,0 +1,263 @@
+"""`ivm refresh --watch` and ``Project.watch``: refresh whenever a source changes.
+
+The interval's parsing needs no Spark. The rest runs on real Spark and Delta: the poll
+between refreshes runs no Spark job; a watch sees each round of source changes and stops
+when idle; and the real executable, watching in a subprocess with its own embedded Spark,
+stops cleanly on SIGTERM (letting the refresh in progress finish, or abandoning it at a
+second signal) with every view equal to its SELECT afterwards. The subprocess's catalog is
+its own (Derby allows one JVM), so this test writes to the source table by its path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from typer.testing import CliRunner
+
+from ivm_sql.cli import app
+from ivm_sql.errors import IvmError
+from ivm_sql.project import Project
+from ivm_sql.runtime.watch import changed_sources, parse_interval
+
+MakeProject = Callable[[dict[str, str]], Path]
+
+SHOP = {
+    "migrations/0001_tables.sql": """\
+CREATE TABLE customers (id INT, country STRING);
+CREATE TABLE orders (id INT, customer_id INT, amount INT);
+INSERT INTO customers VALUES (1, 'UK'), (2, 'US');
+INSERT INTO orders VALUES (1, 1, 5), (2, 1, 20), (3, 2, 30);
+""",
+    "views/shop.sql": """\
+CREATE VIEW big_orders AS SELECT id, amount FROM orders WHERE amount >= 10;
+
+CREATE VIEW revenue AS
+SELECT c.country, COUNT(*) AS n, SUM(o.amount) AS total
+FROM orders o JOIN customers c ON o.customer_id = c.id
+GROUP BY c.country;
+""",
+}
+
+
+# the interval (no Spark) -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, seconds", [("500ms", 0.5), ("10s", 10.0), ("2m", 120.0), ("1.5s", 1.5), (" 1h ", 3600.0)])
+def test_intervals_are_numbers_with_a_unit(text: str, seconds: float) -> None:
+    assert parse_interval(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["10", "0s", "-1s", "ten seconds", "5 days", "", "1e3ms"])
+def test_a_bad_interval_is_one_clear_error(text: str) -> None:
+    with pytest.raises(IvmError, match="is not an interval") as raised:
+        parse_interval(text)
+    assert "500ms, 10s, 2m" in str(raised.value)
+
+
+def test_bad_options_fail_before_spark_starts(tmp_path: Path) -> None:
+    (tmp_path / "ivm.yaml").write_text("database: shop\n")
+    for args, message in (
+        (["--watch", "--every", "10"], "--every '10' is not an interval"),
+        (["--every", "5s"], "--every and --until-idle go with --watch"),
+        (["--watch", "--full"], "--full cannot be combined with --watch"),
+    ):
+        result = CliRunner().invoke(app, ["-p", str(tmp_path), "refresh", *args])
+        assert result.exit_code == 1 and message in result.stderr, result.output
+        assert "Traceback" not in result.output
+    assert not (tmp_path / ".ivm").exists()  # Spark never started
+
+
+def test_changed_sources_are_those_whose_version_moved() -> None:
+    assert changed_sources({"db.a": 3, "db.b": 1}, {"db.a": 5, "db.b": 1}) == {"db.a": (3, 5)}
+
+
+# on Spark ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def shop(spark: SparkSession, tmp_project: MakeProject) -> Project:
+    project = Project.open(tmp_project(SHOP), spark=spark)
+    project.migrate()
+    return project
+
+
+def jobs_of(spark: SparkSession, group: str, action: Callable[[], object]) -> tuple[object, list[int]]:
+    """What ``action`` returns, and the Spark jobs it ran (under job group ``group``)."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        return action(), list(context.statusTracker().getJobIdsForGroup(group))
+    finally:
+        context.setJobGroup("after-" + group, "after")
+
+
+def test_watch_refreshes_each_round_of_changes_and_polls_without_a_job(spark: SparkSession, shop: Project) -> None:
+    before = spark.catalog.currentDatabase()
+    try:
+        rounds = shop.watch(every=0.05, until_idle=True)
+        first = next(rounds)
+        assert first.number == 1 and first.changed == {} and {r.action for r in first.reports} == {"created"}
+        orders = f"{shop.database}.orders"
+        version = first.reports[0].versions[orders]
+
+        shop.sql("INSERT INTO orders VALUES (4, 2, 40)")
+        second = next(rounds)
+        assert second.changed == {orders: (version, version + 1)}
+        assert {r.view.split(".")[-1]: r.action for r in second.reports} == {"big_orders": "incremental", "revenue": "incremental"}
+
+        shop.sql("UPDATE customers SET country = 'FR' WHERE id = 2")
+        third = next(rounds)
+        assert list(third.changed) == [f"{shop.database}.customers"]
+        assert {r.view.split(".")[-1]: r.action for r in third.reports} == {"big_orders": "unchanged", "revenue": "incremental"}
+
+        # the poll that finds nothing: reads the logs only, and ends an --until-idle watch
+        ended, jobs = jobs_of(spark, "idle-poll", lambda: next(rounds, None))
+        assert ended is None
+        assert jobs == [], f"polling the sources ran Spark jobs {jobs}"
+        assert all(r.ok for r in shop.verify())
+        assert sorted(tuple(r) for r in spark.sql("SELECT * FROM revenue").collect()) == [("FR", 2, 70), ("UK", 2, 25)]
+    finally:
+        spark.catalog.setCurrentDatabase(before)
+
+
+def test_watch_ends_when_asked_between_refreshes(spark: SparkSession, shop: Project) -> None:
+    before = spark.catalog.currentDatabase()
+    stop = threading.Event()
+    try:
+        rounds = shop.watch(every=3600, stop=stop)  # would wait an hour for the next poll
+        next(rounds)
+        threading.Timer(0.2, stop.set).start()
+        started = time.monotonic()
+        assert next(rounds, None) is None and time.monotonic() - started < 60
+    finally:
+        spark.catalog.setCurrentDatabase(before)
+
+
+def test_cli_prints_one_json_line_per_refresh_and_stops_when_idle(spark: SparkSession, shop: Project) -> None:
+    before = spark.catalog.currentDatabase()
+    try:
+        result = CliRunner().invoke(app, ["-p", str(shop.root), "refresh", "--watch", "--until-idle", "--every", "100ms", "--json"])
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert len(lines) == 1
+        document = json.loads(lines[0])
+        assert document["round"] == 1 and document["changed"] == {} and document["totals"]["created"] == 2
+        assert "idle: no source changed since the last refresh; 1 refreshes" in result.stderr
+
+        shop.sql("INSERT INTO orders VALUES (5, 1, 50)")
+        text = CliRunner().invoke(app, ["-p", str(shop.root), "refresh", "--watch", "--until-idle", "--every", "100ms"])
+        assert text.exit_code == 0, text.output
+        line, = text.stdout.splitlines()
+        assert line.startswith("refresh 1 at ") and "2 views (2 incremental), 2 rows in" in line, line
+    finally:
+        spark.catalog.setCurrentDatabase(before)
+
+
+# the real executable, stopped by SIGTERM -----------------------------------------------------
+
+
+def ivm(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "ivm_sql.cli", "-p", str(root), *args],
+                            capture_output=True, text=True, timeout=timeout, env=ENVIRONMENT)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    return result
+
+
+ENVIRONMENT = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+SETTINGS = "spark:\n  conf:\n    spark.sql.shuffle.partitions: 2\n    spark.sql.adaptive.enabled: false\n"
+
+
+class Watching:
+    """`ivm refresh --watch` running in a subprocess; its lines read as they come."""
+
+    def __init__(self, root: Path):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ivm_sql.cli", "-p", str(root), "refresh", "--watch", "--every", "200ms"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENVIRONMENT,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        self._reader.start()
+
+    def wait_for(self, count: int, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.lines) < count:
+            assert self.process.poll() is None, f"the watch ended early: {self.process.stderr.read()}"
+            assert time.monotonic() < deadline, f"no refresh {count} in {timeout}s: {self.lines}"
+            time.sleep(0.1)
+
+    def end(self, timeout: float = 300) -> tuple[int, str]:
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        return code, self.process.stderr.read()
+
+
+def commits_of_state(root: Path) -> set[Path]:
+    """Every commit file of ivm's own tables in the project's warehouse."""
+    return set((root / ".ivm" / "warehouse").glob("*.db/__ivm_*/_delta_log/*.json"))
+
+
+def test_sigterm_finishes_or_abandons_the_refresh_and_views_stay_consistent(
+        spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> None:
+    root = tmp_path_factory.mktemp("watched")
+    database = f"t_{uuid.uuid4().hex[:8]}"
+    for name, text in {**SHOP, "ivm.yaml": f"database: {database}\n{SETTINGS}"}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    assert ivm(root, "migrate").returncode == 0
+    orders = f"delta.`{root / '.ivm' / 'warehouse' / f'{database}.db' / 'orders'}`"
+
+    def change(i: int) -> None:  # from this test's own Spark: the subprocess holds the catalog
+        spark.sql(f"INSERT INTO {orders} VALUES ({100 + i}, {1 + i % 2}, {10 * i})")
+
+    # two rounds of changes, then a SIGTERM while the refresh of a third runs: it finishes
+    watching = Watching(root)
+    watching.wait_for(1)
+    for i in (1, 2):
+        change(i)
+        watching.wait_for(1 + i)
+        assert watching.lines[i].startswith(f"refresh {1 + i} at ") and f"changed: {database}.orders" in watching.lines[i]
+    before = commits_of_state(root)
+    change(3)
+    deadline = time.monotonic() + 300
+    while commits_of_state(root) == before and len(watching.lines) < 4:  # the refresh has begun committing
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    watching.process.send_signal(signal.SIGTERM)
+    code, errors = watching.end()
+    assert code == 0, errors
+    assert "SIGTERM: stopping after the refresh in progress" in errors and "stopped by SIGTERM; 4 refreshes" in errors
+    assert len(watching.lines) == 4 and watching.lines[3].startswith("refresh 4 at ")
+
+    # a second SIGTERM abandons the refresh in progress
+    watching = Watching(root)
+    watching.wait_for(1)
+    before = commits_of_state(root)
+    change(4)
+    while commits_of_state(root) == before and len(watching.lines) < 2:
+        assert time.monotonic() < deadline + 300
+        time.sleep(0.02)
+    watching.process.send_signal(signal.SIGTERM)
+    time.sleep(0.05)
+    watching.process.send_signal(signal.SIGTERM)
+    code, errors = watching.end()
+    last = errors.strip().splitlines()[-1]
+    # 130 and one word; or 0, when the refresh had ended before the second signal came
+    assert (code, last) == (130, "interrupted") or (code == 0 and last.startswith("stopped by SIGTERM")), errors
+    assert "Traceback" not in errors
+
+    assert ivm(root, "refresh").returncode == 0  # finishes what was abandoned, if anything
+    checked = ivm(root, "verify")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.split().count("ok") == 2
