@@ -50,6 +50,11 @@ SUPPORTED = [
     ("LATERAL VIEW [OUTER] explode / posexplode / inline", "SELECT t.k, e.pos, e.x FROM t LATERAL VIEW OUTER posexplode(t.arr) e AS pos, x"),
     ("WITH RECURSIVE: anchor UNION ALL a recursive term linear in the CTE (transitive closure, hierarchies, bounded paths)", "WITH RECURSIVE r(k, hops) AS (SELECT k, 1 FROM t UNION ALL SELECT u.k, r.hops + 1 FROM r JOIN u ON r.k = u.k WHERE r.hops < 3) SELECT k, hops FROM r"),
     ("subqueries in FROM, WITH", "WITH g AS (SELECT k, SUM(a) AS s FROM t GROUP BY k) SELECT g.k, g.s, u.d FROM g JOIN u ON g.k = u.k"),
+    ("VALUES, an inline table, alone or joined (a constant: it has no change, so its join terms vanish)", "SELECT t.k, v.label FROM VALUES (1, 'one'), (2, 'two') AS v(k, label) JOIN t ON t.k = v.k"),
+    ("table functions of literals in FROM: range (1 to 4 arguments), explode, posexplode, inline, stack (a constant)", "SELECT r.s, COUNT(t.k) AS n FROM range(1, 6) AS r(s) LEFT JOIN t ON t.a = r.s GROUP BY r.s"),
+    ("SELECT without FROM; a CTE or scalar subquery that reads no table, such as parameters (a constant)", "WITH params AS (SELECT 'GC' AS good, 100 AS bonus) SELECT t.k, t.a + (SELECT bonus FROM params) AS a FROM t WHERE t.b = (SELECT good FROM params)"),
+    ("parenthesized join trees", "SELECT t.k, u.d, t2.b FROM (t LEFT JOIN (u CROSS JOIN t AS t2) ON t.k = u.k AND t2.a = u.k)"),
+    ("FILTER (WHERE ...) on an aggregate (COUNT, SUM, AVG, MIN, MAX as the aggregate of a CASE; others recomputed per touched group)", "SELECT b, SUM(a) FILTER (WHERE a > 100) AS big, COUNT(*) FILTER (WHERE a IS NULL) AS unknown, MAX(k) FILTER (WHERE a > 0) AS hi FROM t GROUP BY b"),
     ("a filter comparing a column with the current time (current_timestamp, current_date, now): a temporal filter", "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400"),
     ("the current time compared with a column outside a filter (an outer join's ON, a SELECT expression)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND t.a > unix_timestamp(now()) - 60"),
     ("any SELECT marked TBLPROPERTIES ('ivm.refresh' = 'full'), rand() allowed", "SELECT k, rand() AS r FROM t"),
@@ -64,6 +69,7 @@ REFUSED = [
     ("a scalar subquery that may return several rows (no aggregate, or GROUP BY): Spark fails at run time", "SELECT k, (SELECT d FROM u WHERE u.k = t.k) AS m FROM t"),
     ("a correlated scalar subquery correlated other than by equalities", "SELECT k, (SELECT MAX(d) FROM u WHERE u.k > t.k) AS m FROM t"),
     ("time travel or TABLESAMPLE in FROM", "SELECT k FROM t VERSION AS OF 3"),
+    ("a table function whose rows are not fixed (it reads the current time, rand(), uuid(), or a column: use LATERAL VIEW for that)", "SELECT r.id FROM range(unix_timestamp(now())) AS r"),
     ("a backtick in a column name: Delta's change data feed cannot write it", "SELECT k AS `a``b` FROM t"),
 ]
 
