@@ -69,16 +69,24 @@ def one_row() -> Constant:
 def values(builder, item: exp.Values) -> Constant:
     """``VALUES (...), (...) AS t(a, b)``: its rows; unnamed columns are Spark's col1, col2, ..."""
     width = len(item.expressions[0].expressions) if isinstance(item.expressions[0], exp.Tuple) else 1
-    given = item.args.get("alias")
-    names = [c.name for c in given.columns] if given is not None and given.columns else [f"col{i + 1}" for i in range(width)]
-    named = item.copy()
-    named.set("alias", exp.TableAlias(this=ident(item.alias_or_name or NAMED), columns=[ident(n) for n in names]))
     builder.refuse_unfixed(item)
-    return Constant(exp.select(exp.Star()).from_(named), tuple(n.lower() for n in names))
+    return _rows(item, _given_names(item) or [f"col{i + 1}" for i in range(width)])
 
 
 def table_function(builder, table: exp.Table) -> Constant:
     """A table function of literals in FROM: its rows, fixed when the view is compiled."""
+    call = _check_fixed(builder, table)
+    names = _given_names(table) or default_names(table)
+    if names is None:
+        raise builder.unsupported(
+            table, f"table function {call} without names for its columns", f"name them: {call} AS t(a, b)",
+        )
+    return _rows(table, names)
+
+
+def _check_fixed(builder, table: exp.Table) -> str:
+    """Refuse a table function unless its rows are fixed: a known one, of literals only.
+    Returns the call as the user reads it."""
     name = function_name(table)
     call = f"{name}({', '.join(a.sql('spark') for a in table.this.iter_expressions())})"
     if name not in TABLE_FUNCTIONS:
@@ -93,14 +101,19 @@ def table_function(builder, table: exp.Table) -> Constant:
             "generate rows from a column with LATERAL VIEW: FROM t LATERAL VIEW explode(t.x) g AS item",
         )
     builder.refuse_unfixed(table.this, f"table function {call}, whose rows are not fixed")
-    given = table.args.get("alias")
-    names = [c.name for c in given.columns] if given is not None and given.columns else default_names(table)
-    if names is None:
-        raise builder.unsupported(
-            table, f"table function {call} without names for its columns", f"name them: {call} AS t(a, b)",
-        )
-    named = table.copy()
-    named.set("alias", exp.TableAlias(this=ident(table.alias_or_name or NAMED), columns=[ident(n) for n in names]))
+    return call
+
+
+def _given_names(item: exp.Expression) -> list[str] | None:
+    """The column names the query gives a FROM item (``AS t(a, b)``), if any."""
+    given = item.args.get("alias")
+    return [c.name for c in given.columns] if given is not None and given.columns else None
+
+
+def _rows(item: exp.Expression, names) -> Constant:
+    """``SELECT * FROM item``, its columns named ``names``: a constant."""
+    named = item.copy()
+    named.set("alias", exp.TableAlias(this=ident(item.alias_or_name or NAMED), columns=[ident(n) for n in names]))
     return Constant(exp.select(exp.Star()).from_(named), tuple(n.lower() for n in names))
 
 
@@ -130,7 +143,7 @@ def whole(builder, query: exp.Expression, ctes: dict[str, Node]) -> Constant | N
         table.replace(subquery(read.query.copy(), table.alias_or_name))
     for table in bound.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
-            table_function(builder, table)  # refused unless its rows are fixed
+            _check_fixed(builder, table)
     builder.refuse_unfixed(bound)
     renamed = exp.TableAlias(this=ident(NAMED), columns=[ident(n) for n in names])
     return Constant(exp.select(exp.Star()).from_(exp.Subquery(this=bound, alias=renamed)), tuple(names))
