@@ -13,6 +13,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
+from ivm_sql.algebra import constants
 from ivm_sql.algebra.build import Builder, compares_with_current_time
 from ivm_sql.algebra.clock import clock_only_in_filters, is_clock_read
 from ivm_sql.algebra.nodes import Node, Recompute, Scan
@@ -359,7 +360,7 @@ def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Qu
         nested.setdefault(db, {})[name_] = dict(columns)
     try:
         return qualify(
-            view.query.copy(), schema=nested, db=database, dialect=DIALECT,
+            constants.name_columns(view.query.copy()), schema=nested, db=database, dialect=DIALECT,
             quote_identifiers=True, validate_qualify_columns=True,
         )
     except SqlglotError as error:

@@ -9,8 +9,9 @@ from sqlglot import exp
 
 from ivm_sql import compiler
 from ivm_sql.algebra import grouping_sets
-from ivm_sql.algebra.nodes import AggCall, Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import AggCall, Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
 from ivm_sql.catalog import StaticCatalog
+from ivm_sql.physical import pruning
 from ivm_sql.compiler import compile_views, render
 from ivm_sql.incremental.stages import TEMPORAL
 from ivm_sql.errors import IvmError, Location, SqlError, UnsupportedError
@@ -402,7 +403,12 @@ REFUSALS = {
     "ungrouped column": ("SELECT a,\n  b, COUNT(*) AS n\nFROM t GROUP BY a", SqlError, "neither grouped nor aggregated", 3),
     "ungrouped column in a window over groups": ("SELECT b,\n  RANK() OVER (ORDER BY t.a) AS r\nFROM t GROUP BY b", SqlError, "neither grouped nor aggregated", 3),
     "ungrouped in having": ("SELECT a, COUNT(*) AS n\nFROM t GROUP BY a\nHAVING b > 1", SqlError, "neither grouped nor aggregated", 4),
-    "without from": ("SELECT 1 AS x", UnsupportedError, "FROM", 2),
+    "table function of the current time": ("SELECT r.id\nFROM range(unix_timestamp(now())) AS r", UnsupportedError, "not fixed (it calls NOW())", 3),
+    "table function of rand": ("SELECT e.x\nFROM explode(array(rand())) AS e(x)", UnsupportedError, "not fixed (it calls RAND())", 3),
+    "unknown table function": ("SELECT *\nFROM json_each('{}')", UnsupportedError, "table function json_each", 3),
+    "table function reading a column": ("SELECT e.x\nFROM t, explode(array(t.a)) AS e(x)", UnsupportedError, "reading column", 3),
+    "table function without names": ("SELECT t.a\nFROM t JOIN stack(1, 2, 3) ON t.a = 1", UnsupportedError, "without names", 3),
+    "constant of the current time": ("SELECT\n  current_date() AS d", UnsupportedError, "non-deterministic", 3),
     "unknown table": ("SELECT a\nFROM nope", SqlError, "db.nope", 3),
     "unknown column": ("SELECT a,\n  zz\nFROM t", SqlError, "zz", 3),
 }
@@ -528,12 +534,65 @@ def test_natural_join_is_rewritten_to_on() -> None:
     assert node.columns == ("a", "b", "c", "d")
 
 
-@pytest.mark.parametrize("source", ["range(10)", "VALUES (1), (2) AS vv(x)"])
-def test_from_items_that_are_not_tables_are_refused(source: str) -> None:
-    with pytest.raises(UnsupportedError) as caught:
-        compile_views(views(f"CREATE VIEW v AS\nSELECT *\nFROM {source}"), CATALOG, "db")
-    assert caught.value.location == Location(PATH, FIRST_LINE + 2)
-    assert caught.value.hint
+@pytest.mark.parametrize("query, columns", [
+    ("SELECT * FROM range(10)", ("id",)),
+    ("SELECT r.s FROM range(1, 6) AS r(s)", ("s",)),
+    ("SELECT id FROM range(0, 10, 3)", ("id",)),
+    ("SELECT id FROM range(0, 10, 3, 2)", ("id",)),
+    ("SELECT * FROM VALUES (1), (2) AS vv(x)", ("x",)),
+    ("SELECT * FROM explode(array(1, 2))", ("col",)),
+    ("SELECT 1 AS one, 'a' AS b", ("one", "b")),
+    ("WITH p AS (SELECT 100 AS bonus) SELECT (SELECT bonus FROM p) AS b", ("b",)),
+])
+def test_a_query_reading_no_table_is_a_constant(query: str, columns: tuple[str, ...]) -> None:
+    (plan,) = compile_views(views(f"CREATE VIEW v AS {query}"), CATALOG, "db")
+    (stage,) = plan.stages
+    assert isinstance(stage.node, Constant) and stage.node.columns == columns
+    assert stage.sources == () and stage.change_query(compiler.symbolic_pins([stage])) is None
+
+
+@pytest.mark.parametrize("source", [
+    "VALUES (1, 'x'), (2, 'y') AS k(a, v)", "range(1, 4) AS k(a)", "(SELECT 1 AS a, 'x' AS v) AS k",
+])
+def test_a_join_with_a_constant_has_no_term_for_its_change(source: str) -> None:
+    """DBSP's bilinear rule with a constant: Δ(K ⋈ T) = K ⋈ ΔT, the term with ΔK is zero."""
+    (plan,) = compile_views(views(f"CREATE VIEW v AS SELECT t.b, k.a FROM {source} JOIN t ON t.a = k.a"), CATALOG, "db")
+    (stage,) = plan.stages
+    assert any(isinstance(n, Constant) for _, n in stage.node.sources)
+    change = stage.change_query(compiler.symbolic_pins([stage]))
+    assert len(list(change.find_all(exp.Union))) == 0 and sql(change).count("TABLE_CHANGES") == 1
+    assert pruning.bounds(change) == []  # no table to read by the change's keys: the constant is all there is
+
+
+def test_a_scalar_subquery_over_parameters_is_a_one_row_constant() -> None:
+    node = root("CREATE VIEW v AS WITH p AS (SELECT 'x' AS good, 100 AS bonus) "
+                "SELECT t.a + (SELECT bonus FROM p) AS a FROM t WHERE t.c = (SELECT good FROM p)")
+    constants = [n for _, n in node.sources if isinstance(n, Constant)]
+    assert len(constants) == 2 and all(isinstance(c.query.expressions[0], exp.Subquery) for c in constants)
+
+
+def test_filter_clauses_of_null_skipping_aggregates_become_case_arguments() -> None:
+    node = root("CREATE VIEW v AS SELECT b, SUM(a) FILTER (WHERE a > 1) AS s, COUNT(*) FILTER (WHERE c = 'x') AS n, "
+                "MIN(a) FILTER (WHERE c IS NULL) AS lo FROM t GROUP BY b")
+    aggregate = node.sources[0][1]
+    assert isinstance(aggregate, Aggregate) and [a.func for a in aggregate.aggs] == ["sum", "count", "min"]
+    assert [sql(e) for e in aggregate.input.exprs[1:]] == [
+        "CASE WHEN `t`.`a` > 1 THEN `t`.`a` END", "CASE WHEN `t`.`c` = 'x' THEN 1 END", "CASE WHEN `t`.`c` IS NULL THEN `t`.`a` END",
+    ]
+
+
+def test_filter_clause_of_another_aggregate_is_kept_for_spark() -> None:
+    node = root("CREATE VIEW v AS SELECT b, collect_set(c) FILTER (WHERE a > 1) AS cs FROM t GROUP BY b")
+    recompute = node.sources[0][1]
+    assert isinstance(recompute, Recompute) and "FILTER(WHERE" in sql(recompute.query)
+
+
+def test_a_parenthesized_join_tree_is_a_derived_table() -> None:
+    (plan,) = compile_views(views(
+        "CREATE VIEW v AS SELECT t.b, u.d, w.e FROM (t LEFT JOIN (u CROSS JOIN w) ON t.a = u.a AND u.d = w.d)"
+    ), CATALOG, "db")
+    assert plan.output.columns == ("b", "d", "e")
+    assert [s.strategy.split(":")[0] for s in plan.stages] == ["recompute touched keys", "incremental"]
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """The differential oracle for the SQL of issue 3: outer joins, subqueries, every aggregate,
-ROLLUP/CUBE/GROUPING SETS, set operations, windows and top-k, generators, and a view marked
-for full recompute.
+ROLLUP/CUBE/GROUPING SETS, set operations, windows and top-k, generators, a view marked
+for full recompute, and constant sources, join trees and FILTER (issue 24).
 
 Same tables, random changes and checks as tests/test_oracle.py (see ``oracle.run_oracle``):
 after every refresh each view equals, as a bag, its SELECT evaluated directly by Spark.
@@ -185,6 +185,31 @@ SELECT id, inline(array(struct(qty AS n, 'a' AS tag), struct(qty + 1 AS n, 'b' A
              full_refresh=True),
 ]
 
+# views/95_constants.sql: constant sources joined with the tables (VALUES, range, a CTE of
+# parameters read in a scalar subquery and joined), a parenthesized join tree, and
+# aggregates with FILTER (kept from the change, and collect_set recomputed per group)
+CONSTANTS = [
+    ViewSpec("status_labels", """
+SELECT o.id, o.qty, l.label FROM VALUES ('shipped', 'S'), ('new', 'N'), (NULL, 'none') AS l(status, label)
+JOIN orders o ON o.status = l.status"""),
+    ViewSpec("qty_histogram", """
+SELECT r.n, COUNT(o.id) AS orders, SUM(o.qty) FILTER (WHERE o.status = 'shipped') AS shipped_qty
+FROM range(0, 6) AS r(n) LEFT JOIN orders o ON o.qty = r.n GROUP BY r.n"""),
+    ViewSpec("bonus_orders", """
+WITH params AS (SELECT 'shipped' AS good, 100 AS bonus)
+SELECT o.id, o.qty + (SELECT bonus FROM params) AS boosted, p.good
+FROM orders o CROSS JOIN params p WHERE o.status = p.good OR o.status IS NULL"""),
+    ViewSpec("customer_tree", """
+SELECT c.id, c.country, o.id AS order_id, p.category, c2.name
+FROM (customers c LEFT JOIN (orders o CROSS JOIN (products p FULL JOIN customers c2 ON p.id = c2.id))
+      ON c.id = o.customer_id AND o.product_id = p.id)"""),
+    ViewSpec("filtered_scores", """
+SELECT country, COUNT(*) FILTER (WHERE score > 2) AS high, MIN(score) FILTER (WHERE name IS NOT NULL) AS lo,
+       MAX(score) FILTER (WHERE id < 5) AS hi, AVG(score) FILTER (WHERE score > 0) AS mean,
+       sort_array(collect_set(name) FILTER (WHERE score > 1)) AS names
+FROM customers GROUP BY country"""),
+]
+
 FILES = {
     "views/50_outer.sql": OUTER,
     "views/60_subqueries.sql": SUBQUERIES,
@@ -192,6 +217,7 @@ FILES = {
     "views/75_grouping_sets.sql": GROUPING_SETS,
     "views/80_windows.sql": WINDOWS,
     "views/90_sets.sql": SETS_AND_GENERATORS,
+    "views/95_constants.sql": CONSTANTS,
 }
 
 

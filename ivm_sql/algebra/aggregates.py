@@ -35,6 +35,9 @@ ORDER_DEPENDENT_NAMES = {"first", "last", "first_value", "last_value", "any_valu
 
 
 def is_aggregate(node: exp.Expression) -> bool:
+    """An aggregate call, with its FILTER clause if it has one (``aggregate_filters``)."""
+    if isinstance(node, exp.Filter):
+        return is_aggregate(node.this)
     return isinstance(node, exp.AggFunc) or (isinstance(node, exp.Anonymous) and node.name.lower() in UNKNOWN_AGGREGATES)
 
 
@@ -73,6 +76,8 @@ def kept(node: exp.Expression) -> tuple[str, exp.Expression | None] | None:
 
 
 def _order_dependent(call: exp.Expression) -> bool:
+    if isinstance(call, exp.Filter):
+        return _order_dependent(call.this)
     return isinstance(call, ORDER_DEPENDENT) or (isinstance(call, exp.Anonymous) and call.name.lower() in ORDER_DEPENDENT_NAMES)
 
 

@@ -6,7 +6,9 @@ from typing import Callable
 
 from sqlglot import exp
 
-from ivm_sql.algebra import aggregates, generators, grouping_sets, recursive, setops, subqueries, windows
+from ivm_sql.algebra import (
+    aggregate_filters, aggregates, constants, generators, grouping_sets, join_trees, recursive, setops, subqueries, windows,
+)
 from ivm_sql.algebra.clock import is_clock_read
 from ivm_sql.algebra.joins import Inputs
 from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
@@ -23,6 +25,17 @@ NONDETERMINISTIC_NAMES = {
 }
 GENERATORS = (exp.Explode, exp.Posexplode, exp.Inline)
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
+FULL_RECOMPUTE = "mark the view for full recompute: CREATE VIEW v TBLPROPERTIES ('ivm.refresh' = 'full') AS ..."
+NOT_FIXED_HINT = f"a view must be a function of its sources: compute the value in the source table, or {FULL_RECOMPUTE}"
+ROWS_NOT_FIXED_HINT = (
+    "a view must be a function of its sources: write the rows as literals (VALUES, or range of numbers), "
+    f"keep them in a table, or {FULL_RECOMPUTE}"
+)
+
+
+def is_nondeterministic(node: exp.Expression) -> bool:
+    name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
+    return isinstance(node, NONDETERMINISTIC) or name in NONDETERMINISTIC_NAMES
 
 
 def compares_with_current_time(query: exp.Expression) -> bool:
@@ -32,13 +45,12 @@ def compares_with_current_time(query: exp.Expression) -> bool:
     the refresh (``algebra.clock``)."""
     found = False
     for node in query.walk():
-        name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
         if is_clock_read(node):
             comparison = node.find_ancestor(*COMPARISONS)
             if comparison is None or comparison.find(exp.Column) is None:
                 return False
             found = True
-        elif isinstance(node, NONDETERMINISTIC) or name in NONDETERMINISTIC_NAMES:
+        elif is_nondeterministic(node):
             return False
     return found
 
@@ -57,9 +69,22 @@ class Builder:
     def unsupported(self, node: exp.Expression, what: str, hint: str) -> UnsupportedError:
         return UnsupportedError(f"{what} in view {self.view.name}", location=self.view.locate(node), hint=hint)
 
+    def refuse_unfixed(self, expression: exp.Expression, what: str | None = None) -> None:
+        """Refuse a read of the current time or another non-deterministic function in
+        ``expression``, a part of the view that must be the same at every refresh (``what``)."""
+        for node in expression.walk():
+            if is_clock_read(node) or is_nondeterministic(node):
+                call = node.sql("spark")
+                if what is None:
+                    raise self.unsupported(node, f"non-deterministic function {call}", NOT_FIXED_HINT)
+                raise self.unsupported(node, f"{what} (it calls {call})", ROWS_NOT_FIXED_HINT)
+
     # queries -------------------------------------------------------------------------------
 
     def query(self, query: exp.Expression, ctes: dict[str, Node]) -> Node:
+        constant = constants.whole(self, query, ctes)
+        if constant is not None:
+            return constant
         if isinstance(query, (exp.Select, exp.Union)) and query.args.get("limit"):
             unlimited = query.copy()
             for key in ("order", "limit", "offset"):
@@ -103,6 +128,7 @@ class Builder:
 
     def select(self, select: exp.Select, ctes: dict[str, Node]) -> Node:
         self._check_select_clauses(select)
+        select = aggregate_filters.lower(join_trees.as_subqueries(select))
         if windows.over_groups(select):
             if grouping_sets.used(select):
                 raise self.unsupported(
@@ -167,9 +193,10 @@ class Builder:
         """FROM, joins and WHERE: inner joins and filters gathered into one multilinear
         Select; outer joins and subqueries in WHERE become keyed Recomputes."""
         from_ = select.args.get("from_") or select.args.get("from")
-        if from_ is None:
-            raise self.unsupported(select, "SELECT without FROM", "select from a table")
-        inputs = Inputs([(from_.this.alias_or_name.lower(), self.from_item(from_.this, ctes))])
+        if from_ is None:  # the one row of Spark's OneRowRelation
+            inputs = Inputs([(constants.ONE_ROW, constants.one_row())])
+        else:
+            inputs = Inputs([(from_.this.alias_or_name.lower(), self.from_item(from_.this, ctes))])
         for join in select.args.get("joins") or []:
             _check_known(self, join, JOIN_PARTS)
             kind = " ".join(p for p in (join.side, join.kind) if p).upper()
@@ -211,16 +238,20 @@ class Builder:
         return result
 
     def from_item(self, item: exp.Expression, ctes: dict[str, Node]) -> Node:
-        if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
+        if isinstance(item, exp.Table):
             _check_known(self, item, TABLE_PARTS)
             for key, what in (("version", "time travel (VERSION/TIMESTAMP AS OF)"), ("sample", "TABLESAMPLE")):
                 if item.args.get(key):
                     raise self.unsupported(
                         item, what, "a view is kept equal to its sources' latest rows: read the table itself"
                     )
+            if not isinstance(item.this, exp.Identifier):
+                return constants.table_function(self, item)
             if not item.db and item.name.lower() in ctes:
                 return ctes[item.name.lower()]
             return self.resolve(item)
+        if isinstance(item, exp.Values):
+            return constants.values(self, item)
         if isinstance(item, exp.Subquery):
             return self.query(item.this, ctes)
         raise self.unsupported(item, f"{item.key.upper()} in FROM", "select from tables, views or subqueries")
@@ -233,15 +264,8 @@ class Builder:
                 raise self.unsupported(node, "a subquery in an expression", "join with the subquery in FROM instead")
             if isinstance(node, GENERATORS) and not (generators and (node is expression or node.parent is expression)):
                 raise self.unsupported(node, f"{node.key.upper()} inside an expression", "generate rows with LATERAL VIEW and use its columns")
-            name = node.name.lower() if isinstance(node, exp.Anonymous) else ""
-            if clock and is_clock_read(node):
-                continue
-            if isinstance(node, NONDETERMINISTIC) or name in NONDETERMINISTIC_NAMES:
-                raise self.unsupported(
-                    node, f"non-deterministic function {node.sql('spark')}",
-                    "a view must be a function of its sources: compute the value in the source table, or mark "
-                    "the view for full recompute: CREATE VIEW v TBLPROPERTIES ('ivm.refresh' = 'full') AS ...",
-                )
+            if not (clock and is_clock_read(node)) and is_nondeterministic(node):
+                self.refuse_unfixed(node)
 
 
 OUTER_JOINS = ("LEFT", "LEFT OUTER", "RIGHT", "RIGHT OUTER", "FULL", "FULL OUTER")

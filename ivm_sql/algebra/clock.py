@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
 
 CLOCK_FUNCTIONS = (exp.CurrentTimestamp, exp.CurrentDate, exp.Localtimestamp)
 CLOCK_NAMES = {"now", "current_timestamp", "current_date", "localtimestamp"}
@@ -41,7 +41,7 @@ def clock_only_in_filters(node: Node) -> bool:
     elif isinstance(node, Recursive):  # a loop at one time; the clock's own change is not iterated
         if any(node_reads_clock(child) for child in node.inputs):
             return False
-    elif not isinstance(node, (UnionAll, Distinct, Aggregate)):
+    elif not isinstance(node, (UnionAll, Distinct, Aggregate, Constant)):  # a constant never reads the clock
         raise TypeError(f"unknown node {type(node).__name__}")
     return all(clock_only_in_filters(child) for child in node.inputs)
 

@@ -36,6 +36,26 @@ class Scan:
 
 
 @dataclass(frozen=True, eq=False)
+class Constant:
+    """A relation fixed when the view is compiled: literal rows (``VALUES``, a SELECT
+    without FROM) or a table function of literals (``range(1, 6)``).
+
+    ``query`` reads no table and is deterministic; it returns (at least) ``columns``, by
+    name, each row with weight 1. As a stream it is the same Z-set at every time, so its
+    change is zero (DBSP: D of a constant stream is 0 after the first step) and its old
+    and new snapshots are the same rows: in the bilinear join expansion every term with
+    the constant's Δ vanishes.
+    """
+
+    query: exp.Query
+    columns: tuple[str, ...]
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
 class Select:
     """Inner join of its inputs, then a filter, then a projection (select-project-join).
 
@@ -168,7 +188,7 @@ def placeholder(name: str) -> str:
     return f"{RECURSIVE_PREFIX}{name}"
 
 
-Node = Union[Scan, Select, UnionAll, Distinct, Aggregate, Recompute, Recursive]
+Node = Union[Scan, Constant, Select, UnionAll, Distinct, Aggregate, Recompute, Recursive]
 
 
 def scans(node: Node) -> list[Scan]:

@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from sqlglot import exp
 
 from ivm_sql.algebra.aggregates import calls_in
-from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
 
 # Table functions that Spark accepts in a SELECT list: each turns one row into several.
 GENERATORS = (exp.Explode, exp.Inline, exp.Stack, exp.Unnest)
@@ -43,6 +43,11 @@ def _scan(node: Scan, required: set[str]) -> Scan:
     keep = [i for i, c in enumerate(node.columns) if c.lower() in required]
     exprs = tuple(node.exprs[i] for i in keep) if node.exprs is not None else None
     return replace(node, columns=tuple(node.columns[i] for i in keep), exprs=exprs)
+
+
+def _constant(node: Constant, required: set[str]) -> Constant:
+    """Its query is read by column name, so it stays whole; the columns read shrink."""
+    return replace(node, columns=tuple(c for c in node.columns if c.lower() in required))
 
 
 def _select(node: Select, required: set[str]) -> Select:
@@ -173,6 +178,7 @@ def _recursive(node: Recursive, required: set[str]) -> Recursive:
 
 RULES: dict[type, Callable[[Node, set[str]], Node]] = {
     Scan: _scan,
+    Constant: _constant,
     Select: _select,
     UnionAll: _union,
     Distinct: _distinct,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.algebra import aggregates
+from ivm_sql.algebra import aggregates, constants
 from ivm_sql.algebra.joins import Inputs
 from ivm_sql.sqlbuild import alias, col, subquery
 
@@ -76,25 +76,37 @@ def scalars(builder, inputs: Inputs, expression: exp.Expression, ctes, in_where:
     for sub in list(expression.find_all(exp.Subquery)):
         if isinstance(sub.parent, (exp.Exists, exp.In)):
             continue
-        query = sub.this
-        if not isinstance(query, exp.Select) or query.args.get("group") or len(query.expressions) != 1 or not list(aggregates.calls_in(query.expressions[0])):
-            raise builder.unsupported(
-                sub, "a scalar subquery that is not one aggregate without GROUP BY",
-                "Spark fails at run time when a scalar subquery returns more than one row; ivm keeps those "
-                "that always return one: select one aggregate, without GROUP BY",
-            )
-        name = f"__s{len(inputs.sources) + inputs.wrapped + 1}"
-        correlated, local = _split(query)
-        if correlated:
-            replacement = _correlated_scalar(builder, inputs, sub, query, correlated, local, name, ctes, in_where)
-        else:
-            node = builder.query(query, ctes)
-            inputs.sources.append((name, node))
-            replacement = col(node.columns[0], name)
+        replacement = _scalar(builder, inputs, sub, ctes, in_where)
         if sub is expression:
             return replacement
         sub.replace(replacement)
     return expression
+
+
+def _scalar(builder, inputs: Inputs, sub: exp.Subquery, ctes, in_where: bool) -> exp.Expression:
+    """One scalar subquery as a joined input; returns the column that holds its value.
+
+    A subquery that reads no table is a constant of one row holding Spark's own value of
+    it (``constants.scalar``); any other must be one aggregate without GROUP BY."""
+    query = sub.this
+    name = f"__s{len(inputs.sources) + inputs.wrapped + 1}"
+    constant = constants.whole(builder, query, ctes)
+    if constant is not None:
+        node = constants.scalar(constant)
+        inputs.sources.append((name, node))
+        return col(node.columns[0], name)
+    if not isinstance(query, exp.Select) or query.args.get("group") or len(query.expressions) != 1 or not list(aggregates.calls_in(query.expressions[0])):
+        raise builder.unsupported(
+            sub, "a scalar subquery that is not one aggregate without GROUP BY",
+            "Spark fails at run time when a scalar subquery returns more than one row; ivm keeps those "
+            "that always return one: select one aggregate, without GROUP BY, or read no table",
+        )
+    correlated, local = _split(query)
+    if correlated:
+        return _correlated_scalar(builder, inputs, sub, query, correlated, local, name, ctes, in_where)
+    node = builder.query(query, ctes)
+    inputs.sources.append((name, node))
+    return col(node.columns[0], name)
 
 
 def _correlated_scalar(builder, inputs, sub, query, correlated, local, name, ctes, in_where) -> exp.Expression:
@@ -152,6 +164,8 @@ NULL_STRICT = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.Paren, 
 
 def _empty_result(call: exp.Expression) -> exp.Expression:
     """What the aggregate ``call`` returns over no rows."""
+    if isinstance(call, exp.Filter):
+        return _empty_result(call.this)
     if isinstance(call, ZERO_ON_EMPTY):
         return exp.Literal.number(0)
     if isinstance(call, EMPTY_ARRAY_ON_EMPTY):

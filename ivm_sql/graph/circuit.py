@@ -1,6 +1,7 @@
 """One view's DBSP circuit, drawn from its compiled plan (`ivm graph VIEW`).
 
-Each source is a ``scan``: its change stream ΔS, read from Delta's change data feed. Stateless
+Each source is a ``scan``: its change stream ΔS, read from Delta's change data feed (a
+``constant``, literal rows or a table function of literals, has none). Stateless
 operators pass changes through: ``linear`` (filter, project, flat_map, UNION ALL; Q^Δ = Q).
 An inner join of n inputs is n ``join term`` operators, term i joining ΔR_i with the
 ``integrate``-d other inputs, R_j new for j < i and old for j > i (DBSP Theorem 5.5, as
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import RECURSIVE_PREFIX, Aggregate, Node, Recompute, Recursive, Scan, Select, UnionAll, scans
+from ivm_sql.algebra.nodes import RECURSIVE_PREFIX, Aggregate, Constant, Node, Recompute, Recursive, Scan, Select, UnionAll, scans
 from ivm_sql.compiler import ViewPlan
 from ivm_sql.graph.model import Graph, GraphBuilder, Kind
 from ivm_sql.incremental.stages import Stage
@@ -91,6 +92,8 @@ class _Circuit:
         """The node whose output is ``node``'s change stream, adding the operators below it."""
         if isinstance(node, Scan):
             return self.streams[node.table]
+        if isinstance(node, Constant):
+            return self.builder.add(Kind.SCAN, "constant", ("rows fixed by the view's SQL", "Δ: none, a constant never changes"))
         if isinstance(node, UnionAll):
             union = self.builder.add(Kind.LINEAR, "linear", (f"UNION ALL of {len(node.branches)} inputs",))
             for branch in node.branches:
@@ -114,6 +117,8 @@ class _Circuit:
             details = (f"I({alias}): time travel on {tables}", "no state of its own")
             if tables.startswith(RECURSIVE_PREFIX):  # the recursive CTE: the loop's own table, or its last iteration
                 details = (f"I({alias}): the fixed point so far, or its last iteration",)
+            elif not tables:
+                details = (f"I({alias}): the constant's rows, the same old and new",)
             integral = self.builder.add(Kind.INTEGRATE, "integrate", details)
             self.builder.connect(change, integral)
             integrals.append(integral)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import Node, Scan, Select, UnionAll
-from ivm_sql.incremental import join, linear
+from ivm_sql.algebra.nodes import Constant, Node, Scan, Select, UnionAll
+from ivm_sql.incremental import constant, join, linear
 from ivm_sql.incremental.versions import Pins
 
 
@@ -18,6 +18,8 @@ def snapshot(node: Node, pins: Pins, when: str) -> exp.Query:
     """The Z-set ``node`` denotes at the old or new versions of its sources (I(S), z^-1 I(S))."""
     if isinstance(node, Scan):
         return linear.scan_snapshot(node, pins, when)
+    if isinstance(node, Constant):
+        return constant.snapshot(node)
     if isinstance(node, Select):
         return join.select_snapshot(node, pins, when, snapshot)
     if isinstance(node, UnionAll):
@@ -29,6 +31,8 @@ def delta(node: Node, pins: Pins) -> exp.Query | None:
     """The change of ``node`` between the old and new versions; None when nothing changed."""
     if isinstance(node, Scan):
         return linear.scan_delta(node, pins)
+    if isinstance(node, Constant):
+        return constant.delta(node)
     if isinstance(node, Select):
         return join.select_delta(node, pins, snapshot, delta)
     if isinstance(node, UnionAll):

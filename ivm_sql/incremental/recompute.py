@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import Node, Recompute, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import Constant, Node, Recompute, Scan, Select, UnionAll
 from ivm_sql.incremental import delta, snapshot
 from ivm_sql.incremental.temporal import CLOCK, at_time
 from ivm_sql.incremental.versions import Pins
@@ -44,6 +44,8 @@ def weight_is_one(node: Node) -> bool:
     """True when every row of the node's snapshots has weight 1 (no expansion needed)."""
     if isinstance(node, Scan):
         return isinstance(node.weight, exp.Literal)
+    if isinstance(node, Constant):
+        return True
     if isinstance(node, (Select, UnionAll)):
         return all(weight_is_one(child) for child in node.inputs)
     return False

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from ivm_sql.algebra.clock import node_reads_clock, reads_clock
-from ivm_sql.algebra.nodes import RECURSIVE_PREFIX, Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll, scans
+from ivm_sql.algebra.nodes import RECURSIVE_PREFIX, Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll, scans
 from ivm_sql.incremental import aggregate, bag, delta, distinct, extremes, fixpoint, recompute, snapshot
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, col
@@ -148,7 +148,7 @@ class Lowering:
         return f"{self.database}.{INTERNAL_PREFIX}_{self.view}{suffix}"
 
     def lower(self, node: Node) -> Node:
-        if isinstance(node, Scan):
+        if isinstance(node, (Scan, Constant)):
             return node
         if isinstance(node, Select):
             return replace(node, sources=tuple((a, self.lower(n)) for a, n in node.sources))

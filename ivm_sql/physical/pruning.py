@@ -87,7 +87,7 @@ def bounds(query: exp.Query) -> list[Bound]:
             null_safe = isinstance(condition, exp.NullSafeEQ)
             for left, right in ((condition.this, condition.expression), (condition.expression, condition.this)):
                 a, b = left.table, right.table
-                if a in changes and b in sources and b not in changes:
+                if a in changes and b in sources and b not in changes and _reads_a_table(sources[b]):
                     found.append(Bound(term, a, left.name, b, right.name, null_safe))
     return found
 
@@ -229,6 +229,11 @@ def _comparable(value):
     if isinstance(value, datetime.date):
         return value.isoformat()
     return float(value) if isinstance(value, decimal.Decimal) else value
+
+
+def _reads_a_table(source: exp.Expression) -> bool:
+    """Whether a FROM item reads a table (a constant, such as VALUES or range(1, 6), reads none)."""
+    return any(t.db for t in source.find_all(exp.Table))
 
 
 def _is_large(source: exp.Expression, table_bytes: Callable[[str, int | None], int | None]) -> bool:
