@@ -133,3 +133,22 @@ def test_status_and_compile_json_show_the_policy(spark, tmp_project: MakeProject
     project = open_project(spark, tmp_project, [COUNTRIES], setup=[CUSTOMERS, SEED[1]])
     assert report_json.compile_document(project.compile())["views"][0]["policy"] == "INCREMENTAL STRICT"
     assert report_json.status_document(project.status(), [])["views"][0]["policy"] == "INCREMENTAL STRICT"
+
+
+
+def test_a_recompute_of_a_partitioned_view_drops_its_emptied_partitions_under_dynamic_overwrite(
+        spark, tmp_project: MakeProject) -> None:
+    """A user who sets Spark's dynamic partition overwrite (a common session default) must
+    not make a recompute's INSERT OVERWRITE keep the partitions its result has no rows for
+    (Delta honours the setting in SQL): a recompute replaces the whole table."""
+    spec = ViewSpec("per_status", PER_STATUS, materialized=True, clauses="PARTITIONED BY (status)")
+    project = open_project(spark, tmp_project, [spec], setup=[ORDERS, FILL.format(0, 40_000)], config="")
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        project.refresh()
+        project.sql("DELETE FROM orders WHERE status = 'new'")  # half the rows: the cost model recomputes
+        action, reason = actions(project.refresh())["per_status"]
+        assert action == "recomputed" and reason.startswith("cheaper than incremental"), reason
+        assert_correct(project, [spec])
+    finally:
+        spark.conf.unset("spark.sql.sources.partitionOverwriteMode")

@@ -25,6 +25,12 @@ from ivm_sql.errors import UnsupportedError
 from ivm_sql.sqlbuild import col, ident, lit
 from ivm_sql.viewdefs import ViewDef
 
+# A recompute's INSERT OVERWRITE must replace the whole table. Under Spark's dynamic partition
+# overwrite (spark.sql.sources.partitionOverwriteMode = dynamic, which Delta honours in SQL)
+# it would replace only the partitions its result has rows for, and keep a partition the view
+# no longer has: a wrong result. Recomputes run with the static mode, whatever the session's.
+WHOLE_OVERWRITE = {"spark.sql.sources.partitionOverwriteMode": "static"}
+
 
 @dataclass(frozen=True)
 class TableLayout:

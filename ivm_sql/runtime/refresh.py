@@ -39,6 +39,7 @@ from ivm_sql.physical import execution, layout, policy as policies, pruning
 from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CheaperToRecompute, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
+from ivm_sql.physical.view_table import WHOLE_OVERWRITE
 from ivm_sql.physical.sizes import TableSizes
 from ivm_sql.incremental import extremes
 from ivm_sql.runtime import concurrent, delta_log, fixpoint, history
@@ -285,7 +286,8 @@ class Refresher:
         """Load the stage's whole content at the pinned versions into its table."""
         initial = self._initial(stage)
         small = self.sizes.is_small(initial, recompute=True)
-        with execution.for_small_data(self.spark, enabled=small), self._solved(stage, initial) as initial:
+        with execution.for_small_data(self.spark, enabled=small), execution.session_settings(self.spark, WHOLE_OVERWRITE), \
+                self._solved(stage, initial) as initial:
             created = not exists or stage.table in self.reshaped
             statement = self.plan_of[stage.table].create_table(stage, initial) if created else overwrite_table(stage, initial)
             self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
