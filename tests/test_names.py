@@ -46,7 +46,10 @@ CHANGES = [
 def test_awkward_names_refresh_incrementally_and_match_their_select(spark, tmp_project: MakeProject) -> None:
     project = Project.open(tmp_project({"migrations/0001_odd.sql": BASE, "views/odd.sql": views_file(SPECS)}), spark=spark)
     project.migrate()
-    assert {r.action for r in project.refresh()} == {"created"}
+    created = project.refresh()
+    assert {r.action for r in created} == {"created"}
+    # a mapped table's feed is turned on in a commit after its load: the load's rows still count
+    assert all(r.rows_out > 0 for r in created), [(r.view, r.rows_out) for r in created]
     assert mapped_with_change_feed(spark, project.database) == {"rows": True, "select": True, "over": False}
 
     for statement in CHANGES:

@@ -246,17 +246,17 @@ class Refresher:
         txn_version = (record_version if record_version is not None else before) + 1
         with delta_log.commit_record(self.spark, new_record, txn_version):
             if reason is not None:
-                self._recompute(stage, exists, fingerprint)
+                loaded = self._recompute(stage, exists, fingerprint)
             else:
                 try:
                     report.add_files_read(self._apply_change(stage, change, latest, cost, small_change=sum(changed.values()) <= SMALL_CHANGE))
                 except history.HistoryGone:  # nothing was committed: recompute instead
                     reason = history.gone_reason(self._changed_ranges(pins))
                     self._refuse_strict(plan, reason, own_tables)
-                    self._recompute(stage, exists, fingerprint)
+                    loaded = self._recompute(stage, exists, fingerprint)
                 except CheaperToRecompute as cheaper:  # nor here: what the change reads decided
                     reason = str(cheaper)
-                    self._recompute(stage, exists, fingerprint)
+                    loaded = self._recompute(stage, exists, fingerprint)
             if self.log.latest_version(stage.table) == before:
                 # The change consolidated to nothing and Delta committed nothing: record the
                 # new versions anyway, or every later refresh would read them again.
@@ -282,8 +282,8 @@ class Refresher:
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
 
-    def _recompute(self, stage: Stage, exists: bool, fingerprint: str) -> None:
-        """Load the stage's whole content at the pinned versions into its table."""
+    def _recompute(self, stage: Stage, exists: bool, fingerprint: str) -> int:
+        """Load the stage's whole content at the pinned versions into its table; the rows written."""
         initial = self._initial(stage)
         small = self.sizes.is_small(initial, recompute=True)
         with execution.for_small_data(self.spark, enabled=small), execution.session_settings(self.spark, WHOLE_OVERWRITE), \
@@ -296,6 +296,7 @@ class Refresher:
         properties = layout.properties_after_load(loaded, created_mapped=mapped)
         if properties:
             self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
+        return loaded
 
     def _ahead(self, stage: Stage, record: dict) -> bool:
         """Whether a refresh that pinned newer versions committed to the stage (its record is
