@@ -243,10 +243,11 @@ class Project:
         if self.spec is None:
             return [], {}
         self._use_database()
-        sources = {streaming.qualified(t.source, self.database) for t in self.pipeline().streaming}
+        tables = self.pipeline().streaming  # read once: the library files are parsed anew on each call
+        sources = {streaming.qualified(t.source, self.database) for t in tables}
         pinned = {source: log.latest_version(source) for source in sources if log.exists(source)}
         reports = []
-        for table in streaming.in_order(self.pipeline().streaming, self.database):
+        for table in streaming.in_order(tables, self.database):
             reports.append(streaming.refresh_streaming(self.spark, log, self.database, table, full))
             if on_view is not None:
                 on_view(reports[-1])
