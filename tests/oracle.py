@@ -26,7 +26,7 @@ from ivm_sql.config import RefreshSettings
 from ivm_sql.physical import execution, pruning
 from ivm_sql.physical.cost import COST_REASON
 from ivm_sql.project import Project
-from ivm_sql.runtime.refresh import RECOMPUTED_BELOW
+from ivm_sql.physical.recompute import RECOMPUTED_BELOW
 
 MakeProject = Callable[[dict[str, str]], Path]
 

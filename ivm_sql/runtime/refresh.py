@@ -3,12 +3,12 @@
 For each stage: if its sources are at the versions its table records, nothing runs;
 otherwise one MERGE applies the consolidated change between the recorded and pinned
 versions, and records the pinned ones in the same commit. A stage is recomputed instead,
-with the reason shown, when it is new, its definition changed, the user asked (--full), it
-compares with the current time, a table it reads was recomputed, a source's history holds
-a change the change data feed does not describe (a REPLACE, RESTORE or schema change), or
-the cost model (``physical.cost``) finds recomputing cheaper than applying the change. A
-view's refresh policy (``physical.policy``) turns the cost model off, or refuses, before any
-of the view's stages is written, a recompute an INCREMENTAL STRICT view does not allow.
+with the reason shown, when it must be (``physical.recompute``: it is new, its definition
+changed, a table it reads was recomputed, a source's history is gone or holds a change the
+change data feed does not describe, ...) or when the cost model (``physical.cost``) finds
+recomputing cheaper than applying the change. A view's refresh policy (``physical.policy``)
+turns the cost model off, or refuses, before any of the view's stages is written, a
+recompute an INCREMENTAL STRICT view does not allow.
 
 Each stage's commit lands only if no other refresh committed to the table since the record
 it read; when another did, the stage is looked at again (``runtime.concurrent``).
@@ -36,18 +36,16 @@ from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import execution, layout, policy as policies, pruning
-from ivm_sql.physical.cost import COST_REASON, SMALL_CHANGE, CheaperToRecompute, CostModel
+from ivm_sql.physical.cost import SMALL_CHANGE, CheaperToRecompute, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.materialize import materialized
+from ivm_sql.physical.recompute import Recomputes
 from ivm_sql.physical.view_table import WHOLE_OVERWRITE
 from ivm_sql.physical.sizes import TableSizes
 from ivm_sql.incremental import extremes
 from ivm_sql.runtime import concurrent, delta_log, fixpoint, history
 from ivm_sql.runtime.extremes import settled as settled_extremes
 from ivm_sql.sqlbuild import to_sql
-
-
-RECOMPUTED_BELOW = " was recomputed"  # the reason of a stage over a recomputed table: "<table> was recomputed"
 
 
 @dataclass
@@ -123,11 +121,10 @@ class Refresher:
         self.cost = cost
         self.current: dict[str, int] = {}  # table -> version this refresh reads
         self.base_of: dict[str, dict[str, int]] = {}  # ivm table -> base versions it reflects
-        self.recomputed: set[str] = set()
         self.feeds_on: set[str] = set()  # base tables whose change data feed this refresh checked
-        self.reshaped: set[str] = set()  # tables recomputed for a reason that may change their columns
         self.ahead: set[str] = set()  # ivm tables a refresh that pinned newer versions got to first
         self.log = log if log is not None else delta_log.DeltaLog(spark)
+        self.recomputes = Recomputes(self.log, self.current, full, self._run)
         self.changes = SourceChanges(spark)
         self.sizes = TableSizes(spark, self.log, self._run)
         self.key_values = pruning.KeyValues(spark)  # of the change data feeds ``changes`` keeps
@@ -143,7 +140,7 @@ class Refresher:
         strict = [plan for plan in plans if plan.policy is policies.RefreshPolicy.INCREMENTAL_STRICT]
         for plan in strict:  # before anything is written
             with located(plan):
-                self._check_strict(plan)
+                self.recomputes.check_strict(plan)
         reports = []
         try:
             for number, plan in enumerate(plans, 1):
@@ -153,7 +150,7 @@ class Refresher:
                 )
                 with located(plan):
                     if plan in strict:  # again, now that the views it reads are refreshed
-                        self._check_strict(plan)
+                        self.recomputes.check_strict(plan)
                     report = self.refresh_view(plan, started)
                 reports.append(report)
                 if on_view is not None:
@@ -175,7 +172,7 @@ class Refresher:
             if action != "unchanged" and (report.action == "unchanged" or (report.action == "incremental" and not report.reason)):
                 report.action, report.reason = action, reason
         if plan.table not in self.ahead and (
-                any(stage.table in self.reshaped for stage in plan.stages) or not self.log.in_catalog(plan.name)):
+                any(stage.table in self.recomputes.reshaped for stage in plan.stages) or not self.log.in_catalog(plan.name)):
             self._create_user_view(plan)
         report.versions = dict(self.base_of[plan.table])
         if plan.table in self.now_of:
@@ -215,24 +212,23 @@ class Refresher:
             return "unchanged", ""
         plan = self.plan_of[stage.table]
         cost = policies.cost_model(plan.policy, self.cost)
-        reason = self._forced_reason(stage, fingerprint, exists, record)
+        reason = self.recomputes.forced_reason(stage, fingerprint, exists, record)
         clock_moved = stage.reads_clock and record.get("now") != self.now
         if reason is None and not clock_moved and all(recorded[t] == self.current[t] for t in stage.sources):
             self._adopt(stage.table, latest, record)
             return "unchanged", ""
         if reason is None:
-            pins = self._pins(stage, recorded)
+            pins = history.read_pins(self.log, recorded, self.current, stage.sources)
             changed = self._changed_rows(pins)
             report.rows_in += sum(rows for table, rows in changed.items() if table not in own_tables)
             reason = cost.recompute_reason(changed, lambda table: self.sizes.rows(table, self.current[table]))
-        self._refuse_strict(plan, reason, own_tables)
+        self.recomputes.refuse_strict(plan, reason, own_tables)
         change = None
         if reason is None:
             change = stage.change_query({**pins, CLOCK: clock_versions(record.get("now"), self.now)})
         if reason is not None:
             self._enable_change_feeds(stage)
-            if not self._same_shape(stage, reason):
-                self.reshaped.add(stage.table)
+            self.recomputes.note(stage, reason)
         base = self._base_versions(stage)
         new_record = {"ids": {t: self.log.table_id(t) for t in stage.sources}, "plan": fingerprint, "sources": {t: self.current[t] for t in stage.sources}, "base": base}
         now = self.now if stage.reads_clock else max((self.now_of[t] for t in stage.sources if t in self.now_of), default=None)
@@ -251,8 +247,8 @@ class Refresher:
                 try:
                     report.add_files_read(self._apply_change(stage, change, latest, cost, small_change=sum(changed.values()) <= SMALL_CHANGE))
                 except history.HistoryGone:  # nothing was committed: recompute instead
-                    reason = history.gone_reason(self._changed_ranges(pins))
-                    self._refuse_strict(plan, reason, own_tables)
+                    reason = history.gone_reason(history.changed_ranges(pins))
+                    self.recomputes.refuse_strict(plan, reason, own_tables)
                     loaded = self._recompute(stage, exists, fingerprint)
                 except CheaperToRecompute as cheaper:  # nor here: what the change reads decided
                     reason = str(cheaper)
@@ -273,7 +269,7 @@ class Refresher:
                 return "incremental", loop
             reason = f"{reason}; {loop}"
         if reason is not None:
-            self.recomputed.add(stage.table)
+            self.recomputes.recomputed.add(stage.table)
             return ("created" if not exists else "recomputed"), reason
         if self.rescanned.get(stage.table):  # a partial recompute is shown, never silent
             groups = self.rescanned[stage.table]
@@ -288,7 +284,7 @@ class Refresher:
         small = self.sizes.is_small(initial, recompute=True)
         with execution.for_small_data(self.spark, enabled=small), execution.session_settings(self.spark, WHOLE_OVERWRITE), \
                 self._solved(stage, initial) as initial:
-            created = not exists or stage.table in self.reshaped
+            created = not exists or stage.table in self.recomputes.reshaped
             statement = self.plan_of[stage.table].create_table(stage, initial) if created else overwrite_table(stage, initial)
             self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
         loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
@@ -356,28 +352,10 @@ class Refresher:
                 raise history.HistoryGone() from None
             raise self._error(stage.table, error) from None
 
-    def _pins(self, stage: Stage, recorded: dict[str, int], tables: list[str] | None = None) -> Pins:
-        """The versions each source (or each of ``tables``) is read at. A source whose commits
-        since the recorded version changed no row (ivm's record-only commits, OPTIMIZE)
-        counts as unchanged: its terms are left out, and its old contents are read at the new
-        version."""
-        pins = {}
-        for table in stage.sources if tables is None else tables:
-            old, new = recorded[table], self.current[table]
-            if old != new and not any(c.changes_rows for c in self.log.commits_between(table, old, new)):
-                old = new
-            pins[table] = Versions.at(old, new)
-        return pins
-
-    @staticmethod
-    def _changed_ranges(pins: Pins) -> list[tuple[str, tuple[int, int]]]:
-        """(table, (old, new)) for each source with commits to read."""
-        return [(t, (int(v.old.this), int(v.new.this))) for t, v in pins.items() if v.changed]
-
     def _changed_rows(self, pins: Pins) -> dict[str, int]:
         """Rows changed per input since the stage's versions, from Delta's commit metrics."""
         changed = dict.fromkeys(pins, 0)
-        for table, (old, new) in self._changed_ranges(pins):
+        for table, (old, new) in history.changed_ranges(pins):
             changed[table] = sum(c.rows_changed for c in self.log.commits_between(table, old, new))
         return changed
 
@@ -415,80 +393,6 @@ class Refresher:
     def _keep_time(self, table: str, now: int | None) -> None:
         if now is not None:
             self.now_of[table] = now
-
-    def _forced_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
-        """Why a stage must be recomputed whatever the cost, from its record and the logs of
-        its sources (those this refresh has pinned so far): nothing else is read or written."""
-        reason = self._recompute_reason(stage, fingerprint, exists, record) or self._identity_reason(stage, record)
-        recorded = record.get("sources", {})
-        pinned = [t for t in stage.sources if t in self.current]
-        if reason is None:
-            reason = history.log_gap(self.log, {t: (recorded[t], self.current[t]) for t in pinned})
-        return reason or self._history_reason(self._pins(stage, recorded, pinned))
-
-    def _refuse_strict(self, plan: ViewPlan, reason: str | None, own_tables: set[str]) -> None:
-        """Fail, before anything of the stage is written, a STRICT view's recompute for a
-        reason other than a first load (``physical.policy``); a stage over one of its view's
-        own stages that was loaded anew is part of that load."""
-        below = reason is not None and reason.endswith(RECOMPUTED_BELOW) and reason[:-len(RECOMPUTED_BELOW)] in own_tables
-        refusal = None if below else policies.strict_refusal(plan.policy, reason)
-        if refusal is not None:
-            raise RefreshError(f"view {plan.name}: {refusal}", location=plan.view.location, hint=policies.STRICT_HINT)
-
-    def _check_strict(self, plan: ViewPlan) -> None:
-        """Refuse a STRICT view whose refresh could not be incremental, by what the logs say
-        (``_forced_reason``), before any of its stages is written."""
-        own_tables = {stage.table for stage in plan.stages}
-        for stage in plan.stages:
-            exists = self._run(lambda: self.log.exists(stage.table), stage.table)
-            record = self.log.recorded(stage.table)[2] if exists else {}
-            self._refuse_strict(plan, self._forced_reason(stage, plan.fingerprint(stage), exists, record), own_tables)
-
-    def _recompute_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
-        if not exists:
-            return "new"
-        if not record:
-            return "no ivm record in the table's history"
-        if record.get("plan") != fingerprint:
-            return "definition changed"
-        if self.full:
-            return "--full"
-        if stage.every_refresh:
-            return stage.node.reason
-        rebuilt = [t for t in stage.sources if t in self.recomputed]
-        if rebuilt:
-            return f"{rebuilt[0]}{RECOMPUTED_BELOW}"
-        missing = [t for t in stage.sources if t not in record.get("sources", {})]
-        if missing:
-            return f"no recorded version for {missing[0]}"
-        if stage.reads_clock and record.get("now") is None:
-            return "no recorded time for its filter on the current time"
-        return None
-
-    def _same_shape(self, stage: Stage, reason: str) -> bool:
-        """Whether a recompute for ``reason`` keeps the table's columns as they were: one the
-        cost model or the clock asked for, or one that follows such a recompute below it. Then the user's view over the table stands as it is (recreating a view
-        in the catalog costs about 0.5 s); after any other recompute it is created again."""
-        if reason.startswith(COST_REASON) or (stage.every_refresh and reason == stage.node.reason):
-            return True
-        return reason.endswith(RECOMPUTED_BELOW) and not any(t in self.reshaped for t in stage.sources)
-
-    def _identity_reason(self, stage: Stage, record: dict) -> str | None:
-        """A source dropped and created again restarts its versions: compare table ids."""
-        for table, recorded_id in record.get("ids", {}).items():
-            if table in stage.sources and self._run(lambda: self.log.table_id(table), table) != recorded_id:
-                return f"{table} was dropped and created again"
-        return None
-
-    def _history_reason(self, pins: Pins) -> str | None:
-        """A commit the change data feed cannot describe forces a recompute."""
-        for table, (old, new) in self._changed_ranges(pins):
-            for commit in self.log.commits_between(table, old, new):
-                if commit.operation not in delta_log.INCREMENTAL_OPERATIONS or (
-                    commit.operation.endswith("TBLPROPERTIES") and commit.record is None
-                ):  # a property change by someone else may have paused the change data feed
-                    return f"{table} had a {commit.operation} at version {commit.version}"
-        return None
 
     def _base_versions(self, stage: Stage) -> dict[str, int]:
         base: dict[str, int] = {}
