@@ -19,7 +19,7 @@ from ivm_sql.graph import Format, choose_format, draw, image_path, text
 from ivm_sql.progress import RefreshProgress, round_line
 from ivm_sql.project import Project
 from ivm_sql.runtime.lifecycle import TOMBSTONE_HOURS, ViewState
-from ivm_sql.runtime.watch import DEFAULT_EVERY, StopOnSignal, parse_interval
+from ivm_sql.runtime.watch import DEFAULT_CLOCK_EVERY, DEFAULT_EVERY, StopOnSignal, parse_clock_interval, parse_interval
 from ivm_sql.session import cancel_jobs
 
 app = typer.Typer(
@@ -176,14 +176,17 @@ def refresh(
     every: Optional[str] = typer.Option(
         None, "--every", help=f"With --watch: how often to read the sources' Delta logs, e.g. 500ms, 10s, 2m (default {DEFAULT_EVERY})."),
     until_idle: bool = typer.Option(False, "--until-idle", help="With --watch: stop at the first look that finds no source changed."),
+    clock_every: Optional[str] = typer.Option(
+        None, "--clock-every", help="With --watch: refresh the views that filter on the current time at least this often, "
+        f"with no source changed, so rows enter and leave their windows on time; 'off' to wait for a source change (default {DEFAULT_CLOCK_EVERY})."),
 ) -> None:
     """Bring views up to date with every source change since their last refresh.
 
     On a terminal, a live line shows the view and stage being worked on, the views done and
     the time so far. With --watch, one line per refresh instead."""
     with opened(ctx, as_json, lines=watch) as project:
-        if watch or every is not None or until_idle:
-            _watch(project, views or None, watch, full, every, until_idle, as_json)
+        if watch or every is not None or until_idle or clock_every is not None:
+            _watch(project, views or None, watch, full, every, until_idle, as_json, clock_every)
             return
         if as_json:
             reports = project.refresh(views or None, full=full)
@@ -205,14 +208,15 @@ def refresh(
 
 
 def _watch(project: Project, views: list[str] | None, watch: bool, full: bool, every: str | None, until_idle: bool,
-           as_json: bool) -> None:
+           as_json: bool, clock_every: str | None) -> None:
     """`ivm refresh --watch`: one line, or one JSON line, per refresh, until stopped."""
     if not watch:
-        raise IvmError("--every and --until-idle go with --watch", hint="add --watch")
+        raise IvmError("--every, --clock-every and --until-idle go with --watch", hint="add --watch")
     if full:
         raise IvmError("--full cannot be combined with --watch: it would recompute every view at every change",
                        hint="run `ivm refresh --full` first, then `ivm refresh --watch`")
     seconds = parse_interval(every or DEFAULT_EVERY)  # before Spark starts: a typo fails at once
+    clock_seconds = parse_clock_interval(clock_every or DEFAULT_CLOCK_EVERY)
     project.views()  # so does a mistake in a views file
     spark = project.spark  # before the handlers: a local SparkContext installs its own for SIGINT
 
@@ -220,11 +224,12 @@ def _watch(project: Project, views: list[str] | None, watch: bool, full: bool, e
         print(f"{name}: stopping after the refresh in progress (again to abandon it)", file=sys.stderr, flush=True)
 
     stopper = StopOnSignal(stopping, lambda: cancel_jobs(spark))
-    print(f"watching: refreshing now, then whenever a source changes (looking every {every or DEFAULT_EVERY}); "
+    clock = "" if clock_seconds is None else f"; a view on the current time at least every {clock_every or DEFAULT_CLOCK_EVERY}"
+    print(f"watching: refreshing now, then whenever a source changes (looking every {every or DEFAULT_EVERY}{clock}); "
           "Ctrl-C stops", file=sys.stderr, flush=True)
     count = 0
     with stopper:
-        for count, done in enumerate(project.watch(views, seconds, until_idle, stopper.event), 1):
+        for count, done in enumerate(project.watch(views, seconds, until_idle, stopper.event, clock_every=clock_seconds), 1):
             if as_json:
                 typer.echo(report_json.dumps(report_json.watch_document(done), lines=True))
             else:

@@ -72,5 +72,8 @@ def round_line(round: Round) -> str:
     return (
         f"refresh {round.number} at {round.at:%H:%M:%S}: {len(reports)} views ({done or 'none'}), "
         f"{sum(r.rows_in for r in reports)} rows in, {sum(r.rows_out for r in reports)} rows out, "
-        f"{round.seconds:.1f}s; " + (f"changed: {changed}" if changed else "first refresh of the watch")
+        f"{round.seconds:.1f}s; " + (f"changed: {changed}" if changed else CLOCK_MOVED if round.clock else "first refresh of the watch")
     )
+
+
+CLOCK_MOVED = "changed: the clock (a view filters on the current time)"

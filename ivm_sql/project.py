@@ -256,10 +256,12 @@ class Project:
     def watch(
         self, views: Iterable[str] | None = None, every: float = 10.0, until_idle: bool = False,
         stop: threading.Event | None = None, on_view: Callable[[ViewReport], None] | None = None,
-        on_stage: Callable[[StageStart], None] | None = None,
+        on_stage: Callable[[StageStart], None] | None = None, clock_every: float | None = 60.0,
     ) -> Iterator[watching.Round]:
         """Refresh now, then each time a source of the views changes, until ``stop`` is set
         (or, with ``until_idle``, until a poll finds nothing changed); yields each round.
+        When a view reads the current time, also once ``clock_every`` seconds have passed
+        since the last refresh (None: only on a source change).
 
         Between refreshes it reads only the sources' Delta logs, every ``every`` seconds,
         which runs no Spark job (``runtime.watch``; over Spark Connect, a log this machine
@@ -272,7 +274,7 @@ class Project:
             return {table: log.latest_version(table) for table in tables}
 
         yield from watching.rounds(
-            lambda: self._refresh(views, on_view=on_view, on_stage=on_stage), current, every, until_idle, stop,
+            lambda: self._refresh(views, on_view=on_view, on_stage=on_stage), current, every, until_idle, stop, clock_every,
         )
 
     def status(self) -> list[ViewStatus]:

@@ -52,9 +52,11 @@ def refresh_document(reports: list[ViewReport]) -> dict:
 
 def watch_document(round: Round) -> dict:
     """One refresh of `ivm refresh --watch`: which it is, when it ended, its wall clock, the
-    sources whose change started it (none in the first), then what `refresh_document` says."""
+    sources whose change started it (none in the first), whether the clock alone started it,
+    then what `refresh_document` says."""
     changed = {table: {"from": old, "to": new} for table, (old, new) in sorted(round.changed.items())}
-    return {"round": round.number, "at": round.at, "seconds": round.seconds, "changed": changed, **refresh_document(round.reports)}
+    return {"round": round.number, "at": round.at, "seconds": round.seconds, "changed": changed, "clock": round.clock,
+            **refresh_document(round.reports)}
 
 
 def status_document(statuses: list[ViewStatus], orphaned: list[ViewState]) -> dict:

@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,11 @@ from typer.testing import CliRunner
 
 from ivm_sql.cli import app
 from ivm_sql.errors import IvmError
+from ivm_sql.incremental.temporal import micros
 from ivm_sql.project import Project
-from ivm_sql.runtime.watch import changed_sources, parse_interval
+from ivm_sql.progress import round_line
+from ivm_sql.runtime.refresh import ViewReport
+from ivm_sql.runtime.watch import changed_sources, parse_clock_interval, parse_interval, rounds
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -69,7 +73,8 @@ def test_bad_options_fail_before_spark_starts(tmp_path: Path) -> None:
     (tmp_path / "ivm.yaml").write_text("database: shop\n")
     for args, message in (
         (["--watch", "--every", "10"], "--every '10' is not an interval"),
-        (["--every", "5s"], "--every and --until-idle go with --watch"),
+        (["--every", "5s"], "--every, --clock-every and --until-idle go with --watch"),
+        (["--watch", "--clock-every", "soon"], "--clock-every 'soon' is not an interval"),
         (["--watch", "--full"], "--full cannot be combined with --watch"),
     ):
         result = CliRunner().invoke(app, ["-p", str(tmp_path), "refresh", *args])
@@ -80,6 +85,37 @@ def test_bad_options_fail_before_spark_starts(tmp_path: Path) -> None:
 
 def test_changed_sources_are_those_whose_version_moved() -> None:
     assert changed_sources({"db.a": 3, "db.b": 1}, {"db.a": 5, "db.b": 1}) == {"db.a": (3, 5)}
+
+
+@pytest.mark.parametrize("reads_clock, clock_every, clock_rounds", [(True, 0.05, 2), (True, None, 0), (False, 0.05, 0)])
+def test_the_clock_alone_starts_a_refresh_only_of_views_reading_it(reads_clock: bool, clock_every: float | None,
+                                                                  clock_rounds: int) -> None:
+    """No source ever changes: only the clock can start a refresh after the first, and only
+    when a view read it (its report has a ``now``) and ``clock_every`` is set."""
+    now = datetime.now(timezone.utc) if reads_clock else None
+    refreshes = []
+
+    def refresh() -> tuple[list[ViewReport], dict[str, int]]:
+        refreshes.append(time.perf_counter())
+        return [ViewReport("db.v", "incremental", now=now)], {"db.t": 1}
+
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    watched = list(rounds(refresh, lambda pinned: dict(pinned), every=0.01, stop=stop, clock_every=clock_every))
+    assert [r.clock for r in watched] == [False] + [True] * (len(watched) - 1)
+    assert all(r.changed == {} for r in watched)
+    if clock_rounds:
+        assert len(watched) >= clock_rounds
+        assert all(later - earlier >= 0.9 * clock_every for earlier, later in zip(refreshes, refreshes[1:]))
+    else:
+        assert len(watched) == 1
+    assert round_line(watched[-1]).endswith("changed: the clock (a view filters on the current time)" if clock_rounds
+                                            else "first refresh of the watch")
+
+
+@pytest.mark.parametrize("text, seconds", [("off", None), ("OFF", None), ("30s", 30.0)])
+def test_clock_every_is_an_interval_or_off(text: str, seconds: float | None) -> None:
+    assert parse_clock_interval(text) == seconds
 
 
 # on Spark ----------------------------------------------------------------------------------
@@ -141,6 +177,51 @@ def test_watch_ends_when_asked_between_refreshes(spark: SparkSession, shop: Proj
         started = time.monotonic()
         assert next(rounds, None) is None and time.monotonic() - started < 60
     finally:
+        spark.catalog.setCurrentDatabase(before)
+
+
+ARRIVALS = {
+    "migrations/0001_events.sql": """\
+CREATE TABLE events (id INT, at TIMESTAMP);
+INSERT INTO events VALUES (1, TIMESTAMP '2020-01-01 00:00:00');
+""",
+    "views/arrived.sql": "CREATE VIEW arrived AS SELECT id FROM events WHERE at <= current_timestamp();\n",
+}
+
+
+def test_watch_refreshes_a_view_on_the_current_time_when_only_the_clock_moved(
+        spark: SparkSession, tmp_project: MakeProject) -> None:
+    """A row stamped a few seconds ahead enters ``arrived`` once the clock passes it, with no
+    source changed after its insert: a refresh the clock alone started brings it in."""
+    project = Project.open(tmp_project(ARRIVALS), spark=spark)
+    project.migrate()
+    before = spark.catalog.currentDatabase()
+    stop = threading.Event()
+    try:
+        watched = project.watch(every=0.1, clock_every=1.0, stop=stop)
+        assert next(watched).reports[0].now is not None  # the view reads the clock
+        due = datetime.now(timezone.utc) + timedelta(seconds=4)
+        project.sql(f"INSERT INTO events SELECT 2, timestamp_micros({micros(due)})")
+
+        def arrived() -> list[int]:
+            return sorted(row.id for row in spark.sql(f"SELECT id FROM {project.database}.arrived").collect())
+
+        changed = next(watched)
+        assert changed.changed and not changed.clock
+        assert arrived() == ([1, 2] if changed.reports[0].now >= due else [1])
+        give_up = threading.Timer(120, stop.set)  # without the clock, the watch would wait forever
+        give_up.start()
+        while arrived() == [1]:
+            ticked = next(watched, None)
+            assert ticked is not None, "the row never arrived: the clock started no refresh"
+            assert ticked.clock and ticked.changed == {}
+            assert arrived() == ([1, 2] if ticked.reports[0].now >= due else [1])
+        give_up.cancel()
+        stop.set()
+        assert next(watched, None) is None
+        assert all(r.ok for r in project.verify())
+    finally:
+        stop.set()
         spark.catalog.setCurrentDatabase(before)
 
 

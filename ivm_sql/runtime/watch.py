@@ -8,6 +8,12 @@ round trip to the server, as for every other read of it: ``delta_log.HistoryFold
 the next poll compares each source's current version with the pinned one, so a commit
 that lands while a refresh runs is refreshed in the next round, never missed.
 
+The clock is a source too (``incremental.temporal``: its versions are the times of
+refreshes), one that moves all the time. A view whose filter reads the current time is
+refreshed when ``clock_every`` has passed since the last refresh with no source changed, so
+rows enter and leave its window on time, not only at the next source change. That refresh
+reads only the rows whose bound the clock passed.
+
 Stopping: a first SIGINT or SIGTERM lets the refresh in progress finish and ends the watch
 (exit code 0); a second abandons that refresh (its Spark jobs cancelled, exit code 130). An
 abandoned refresh leaves every view consistent, as any refresh stopped at any point does:
@@ -33,13 +39,14 @@ from ivm_sql.runtime.refresh import ViewReport
 INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
 UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 DEFAULT_EVERY = "10s"
+DEFAULT_CLOCK_EVERY = "1m"
 CANCEL_SECONDS = 10.0  # how long an abandoning watch waits for its Spark jobs' cancellation
 
 # The sources' versions a refresh brought its views up to: table -> version.
 Pinned = dict[str, int]
 
 
-def parse_interval(text: str) -> float:
+def parse_interval(text: str, option: str = "--every") -> float:
     """Seconds in an interval written with its unit: ``500ms``, ``10s``, ``2m``, ``1h``.
 
     >>> parse_interval("500ms"), parse_interval("10s"), parse_interval("2m")
@@ -49,10 +56,15 @@ def parse_interval(text: str) -> float:
     seconds = float(match.group(1)) * UNIT_SECONDS[match.group(2)] if match else 0.0
     if seconds <= 0:
         raise IvmError(
-            f"--every {text!r} is not an interval",
+            f"{option} {text!r} is not an interval",
             hint="write a positive number with its unit: 500ms, 10s, 2m or 1h",
         )
     return seconds
+
+
+def parse_clock_interval(text: str) -> float | None:
+    """``--clock-every``: an interval, or ``off`` (None: the clock alone starts no refresh)."""
+    return None if text.strip().lower() == "off" else parse_interval(text, "--clock-every")
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,7 @@ class Round:
     changed: dict[str, tuple[int, int]] = field(default_factory=dict)
     seconds: float = 0.0  # the refresh's wall clock, compiling and pinning included
     at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))  # when it ended
+    clock: bool = False  # started by the clock alone: a view reads it, and clock_every passed
 
 
 def changed_sources(pinned: Pinned, current: Pinned) -> dict[str, tuple[int, int]]:
@@ -79,25 +92,30 @@ def rounds(
     every: float,
     until_idle: bool = False,
     stop: threading.Event | None = None,
+    clock_every: float | None = None,
 ) -> Iterator[Round]:
     """Refresh once, then again each time a poll, every ``every`` seconds, finds a source
-    changed; yields each round. ``refresh()`` returns its reports and the versions it pinned;
-    ``current(tables)`` reads the tables' versions now. Ends when ``stop`` is set (checked
-    between refreshes, never during one) or, with ``until_idle``, at the first poll that
-    finds nothing changed."""
+    changed, or finds ``clock_every`` seconds passed since the last refresh began when one of
+    its views reads the clock (``ViewReport.now``); yields each round. ``refresh()`` returns
+    its reports and the versions it pinned; ``current(tables)`` reads the tables' versions
+    now. Ends when ``stop`` is set (checked between refreshes, never during one) or, with
+    ``until_idle``, at the first poll that finds nothing to do."""
     stop = stop or threading.Event()
     changed: dict[str, tuple[int, int]] = {}
+    clock = False
     number = 0
     while not stop.is_set():
         number += 1
         started = time.perf_counter()
         reports, pinned = refresh()
-        yield Round(number, reports, changed, time.perf_counter() - started)
+        yield Round(number, reports, changed, time.perf_counter() - started, clock=clock)
+        reads_clock = clock_every is not None and any(r.now is not None for r in reports)
         while True:
             if stop.wait(every):
                 return
             changed = changed_sources(pinned, current(pinned))
-            if changed:
+            clock = not changed and reads_clock and time.perf_counter() - started >= clock_every
+            if changed or clock:
                 break
             if until_idle:
                 return
