@@ -125,7 +125,7 @@ def compile(
             raise IvmError(f"--out {out_dir} is not a folder", hint="name a folder (it is made if missing)")
         compiled = project.compile(views or None)
         if as_json:
-            typer.echo(report_json.dumps(report_json.compile_document(compiled)))
+            typer.echo(report_json.dumps({**report_json.compile_document(compiled), **_python_datasets(project)}))
             return
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -190,7 +190,7 @@ def refresh(
             return
         if as_json:
             reports = project.refresh(views or None, full=full)
-            typer.echo(report_json.dumps(report_json.refresh_document(reports)))
+            typer.echo(report_json.dumps({**report_json.refresh_document(reports), **_python_datasets(project)}))
             return
         header = [f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy"]
 
@@ -246,7 +246,7 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
     with opened(ctx, as_json) as project:
         statuses, orphaned = project.overview()
         if as_json:
-            typer.echo(report_json.dumps(report_json.status_document(statuses, orphaned)))
+            typer.echo(report_json.dumps({**report_json.status_document(statuses, orphaned), **_python_datasets(project)}))
             return
         table = Table("view", "reflects", "pending changes", "rows", "policy")
         for item in statuses:
@@ -273,6 +273,11 @@ def _notes(project: Project, prefix: str = "") -> None:
     """A line for each dataset of a pipeline project that ivm leaves to spark-pipelines."""
     for note in project.notes():
         out.print(f"{prefix}{note}", markup=False)
+
+
+def _python_datasets(project: Project) -> dict:
+    """The same for --json: ``{"python_datasets": [...]}`` (an empty list outside pipelines)."""
+    return {"python_datasets": report_json.python_datasets(project.python_datasets())}
 
 
 @app.command()

@@ -25,6 +25,7 @@ from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
 from ivm_sql.pipelines import pipeline as pipelines, streaming
 from ivm_sql.pipelines.settings import pipeline_config
+from ivm_sql.pipelines.python_datasets import PythonDataset
 from ivm_sql.pipelines.sources import check_sources
 from ivm_sql.pipelines.spec import SPEC_FILE_NAMES, PipelineSpec, find_spec, load_spec
 from ivm_sql.physical.cost import CostModel
@@ -151,9 +152,13 @@ class Project:
             raise ConfigError(f"{self.root} is not a Spark Declarative Pipelines project")
         return pipelines.load_pipeline(self.spec)
 
+    def python_datasets(self) -> tuple[PythonDataset, ...]:
+        """The datasets of a pipeline project that ivm leaves to spark-pipelines (the Python ones)."""
+        return self.pipeline().python if self.spec is not None else ()
+
     def notes(self) -> list[str]:
-        """One line per dataset ivm leaves to spark-pipelines (the Python ones)."""
-        return [dataset.describe() for dataset in self.pipeline().python] if self.spec is not None else []
+        """One line per dataset ivm leaves to spark-pipelines."""
+        return [dataset.describe() for dataset in self.python_datasets()]
 
     def delta_log(self) -> delta_log.DeltaLog:
         """A reader of Delta logs for one command; what never changes is kept across them."""

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 from ivm_sql.errors import IvmError
+from ivm_sql.pipelines.python_datasets import PythonDataset
 from ivm_sql.project import CompiledView, ViewStatus
 from ivm_sql.runtime.lifecycle import ViewState
 from ivm_sql.runtime.refresh import ViewReport
@@ -48,6 +50,12 @@ def refresh_document(reports: list[ViewReport]) -> dict:
         **{action: sum(r.action == action for r in reports) for action in ("created", "recomputed", "incremental", "unchanged")},
     }
     return {"views": views, "totals": totals}
+
+
+def python_datasets(datasets: Iterable[PythonDataset]) -> list[dict]:
+    """A pipeline project's Python datasets, which spark-pipelines runs, not ivm: what the
+    text output of compile, refresh and status says in a line each, as a list."""
+    return [{"name": d.name, "kind": d.kind, "location": str(d.location), "note": d.describe()} for d in datasets]
 
 
 def watch_document(round: Round) -> dict:

@@ -8,6 +8,7 @@ tools: Derby admits one process, the server is it) and compare its results with 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -17,7 +18,9 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from typer.testing import CliRunner
 
+from ivm_sql.cli import app
 from ivm_sql.errors import ConfigError, RefreshError, SqlError, UnsupportedError
 from ivm_sql.pipelines.pipeline import load_pipeline
 from ivm_sql.pipelines.python_datasets import python_datasets
@@ -192,7 +195,8 @@ def test_a_view_reading_a_missing_python_dataset_is_an_error_at_its_line(spark: 
         "t/v.sql": "CREATE MATERIALIZED VIEW v AS\nSELECT id FROM raw;\n",
     })
     project = Project.open(root, spark=spark)
-    assert project.notes() == [f"raw: Python table ({root / 't' / 'raw.py'}:3), not ivm's: spark-pipelines runs it; SQL views read it as a source table"]
+    note = f"raw: Python table ({root / 't' / 'raw.py'}:3), not ivm's: spark-pipelines runs it; SQL views read it as a source table"
+    assert project.notes() == [note]
     with pytest.raises(SqlError, match="reads raw, a Python table at .*raw.py:3, which is not a table yet") as raised:
         project.refresh()
     assert str(raised.value.location) == f"{root / 't' / 'v.sql'}:2"
@@ -203,6 +207,10 @@ def test_a_view_reading_a_missing_python_dataset_is_an_error_at_its_line(spark: 
     project.sql("CREATE TABLE raw USING DELTA AS SELECT id FROM range(3)")
     project.refresh()
     assert project.sql("SELECT * FROM v ORDER BY id").rows == [(0,), (1,), (2,)]
+    status = CliRunner().invoke(app, ["-p", str(root), "status", "--json"])  # --json says the note too
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.stdout)["python_datasets"] == [
+        {"name": "raw", "kind": "table", "location": f"{root / 't' / 'raw.py'}:3", "note": note}]
 
 
 # against the real spark-pipelines command -------------------------------------------------------
