@@ -248,6 +248,21 @@ def test_a_key_an_outer_join_may_turn_null_takes_the_changes_own_values(spark) -
     assert (distinct, has_null) == (0, True)
 
 
+def test_a_key_computed_in_one_branch_of_a_union_takes_the_changes_own_values(spark) -> None:
+    """A touched-keys recompute's keys are a UNION ALL of each input's change keys; NOT IN's
+    are ``qty + 1`` on one side. Bounding by the other branch's feed values alone would leave
+    out the computed keys, and the stored rows of those keys would never be taken back (seed
+    18 of the long oracle run: an emptied table's rows stayed in the view)."""
+    _feed(spark, "__ivm_changes_kv3", "(5, -1), (2, 1)")
+    _feed(spark, "__ivm_changes_kv4", "(40, 1)")
+    union = _source("SELECT o.k + 1 AS t FROM __ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM __ivm_changes_kv4 AS c")
+    distinct, listed, least, greatest, has_null = pruning.KeyValues(spark).of(union, ["t"])["t"]
+    assert (distinct, listed, least, greatest, has_null) == (3, [3, 6, 40], 3, 40, False)
+    plain = _source("SELECT o.k AS t FROM __ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM __ivm_changes_kv4 AS c")
+    assert [(table.name, column) for table, column in pruning._origins(plain, "t")] == [
+        ("__ivm_changes_kv3", "k"), ("__ivm_changes_kv4", "k")]  # every branch a column: the feeds' values
+
+
 def test_values_of_several_feeds_are_their_union() -> None:
     both = pruning._merged([(2, [1, 4], 1, 4, False), (2, [4, 7], 4, 7, True)])
     assert both == (3, [1, 4, 7], 1, 7, True)

@@ -325,9 +325,13 @@ def _literal(value) -> exp.Expression | None:
 
 def _sources(term: exp.Select) -> dict[str, exp.Expression]:
     """The term's FROM and JOIN inputs by alias."""
+    return {item.alias_or_name: item for item in _inputs(term) if item.alias_or_name}
+
+
+def _inputs(term: exp.Select) -> list[exp.Expression]:
+    """The term's FROM and JOIN inputs, named or not (``FROM table_changes(...)``)."""
     items = [term.args["from_"].this] if term.args.get("from_") else []
-    items += [join.this for join in term.args.get("joins") or []]
-    return {item.alias_or_name: item for item in items if item.alias_or_name}
+    return items + [join.this for join in term.args.get("joins") or []]
 
 
 def _conditions(term: exp.Select) -> list[exp.Expression]:
@@ -351,23 +355,26 @@ def _origins(source: exp.Expression, column: str) -> list[tuple[exp.Table, str]]
 
 def _query_origins(query: exp.Expression, column: str) -> list[tuple[exp.Table, str]]:
     """``_origins`` of a query's output column: the nodes themselves, not copies, so the cost
-    model finds them among the query's scans."""
+    model finds them among the query's scans. A UNION ALL has them only when every branch
+    does: a branch whose column is computed (``qty + 1``) has values no table column holds,
+    and the key values of the others alone would leave its rows out of a bound."""
     if isinstance(query, exp.Union):
         branches = _branches(query)
         if column not in branches[0].named_selects:
             return []
         position = branches[0].named_selects.index(column)
-        return [found for branch in branches for found in _query_origins(branch, branch.named_selects[position])]
+        per_branch = [_query_origins(branch, branch.named_selects[position]) for branch in branches]
+        return [found for origins in per_branch for found in origins] if all(per_branch) else []
     if not isinstance(query, exp.Select):
         return []
     picked = [e for e in query.expressions if e.alias_or_name == column]
     if len(picked) != 1 or not isinstance(picked[0].unalias(), exp.Column):
         return []
-    named, inputs = picked[0].unalias(), _sources(query)
+    named, inputs = picked[0].unalias(), _inputs(query)
     if named.table:
-        inner = inputs.get(named.table)
+        inner = _sources(query).get(named.table)
     else:  # an unqualified column: plain only over a single input
-        inner = next(iter(inputs.values())) if len(inputs) == 1 else None
+        inner = inputs[0] if len(inputs) == 1 else None
     return _origins(inner, named.name) if inner is not None else []
 
 
