@@ -86,12 +86,25 @@ class ViewRun:
     strategy: str
     rows_in: int
     rows_out: int
+    stages_changed: int = 0  # stages that wrote, with the statements and Spark jobs they ran
+    statements: int = 0
+    jobs: int | None = 0
 
 
 @dataclass
 class Refresh:
     seconds: float  # wall time of the whole refresh() call
     views: dict[str, ViewRun]
+
+    def per_stage(self) -> str:
+        """Statements and Spark jobs per changed stage, over the refresh's views."""
+        stages = sum(v.stages_changed for v in self.views.values())
+        if not stages:
+            return "no stage changed"
+        statements = sum(v.statements for v in self.views.values()) / stages
+        counted = [v.jobs for v in self.views.values() if v.stages_changed]
+        jobs = "jobs not counted" if None in counted else f"{sum(counted) / stages:.1f} jobs"
+        return f"{stages} stages changed: {statements:.1f} statements, {jobs} per stage"
 
 
 @dataclass
@@ -226,13 +239,15 @@ def update_sets(sf: float, sets: int) -> Path:
     return folder
 
 
-def create_project(root: Path, queries: list[str], conf: dict[str, str]) -> Project:
+def create_project(root: Path, queries: list[str], conf: dict[str, str], workers: int | None = None) -> Project:
     (root / "migrations").mkdir(parents=True)
     (root / "views").mkdir()
     shutil.copy(TPCH / "schema.sql", root / "migrations" / "0001_tpch.sql")
     for name in queries:
         shutil.copy(TPCH / "queries" / f"{name}.sql", root / "views" / f"{name}.sql")
     config = {"database": DATABASE, "spark": {"conf": {"spark.driver.memory": "6g", **conf}}}
+    if workers is not None:
+        config["refresh"] = {"workers": workers}
     (root / "ivm.yaml").write_text(yaml.safe_dump(config))
     return Project.open(root)
 
@@ -332,7 +347,8 @@ def refresh(project: Project, full: bool = False, profile: Path | None = None) -
     views = {
         report.view.split(".")[-1]: ViewRun(report.seconds, report.action,
                                             "; ".join(filter(None, [report.strategy, report.bounded_reads])),
-                                            report.rows_in, report.rows_out)
+                                            report.rows_in, report.rows_out, report.stages_changed,
+                                            report.statements, report.jobs)
         for report in reports
     }
     return Refresh(seconds, views)
@@ -386,12 +402,13 @@ def machine(project: Project) -> dict[str, object]:
         "delta": importlib.metadata.version("delta-spark"),
         "duckdb": duckdb.__version__,
         "load_average_start": os.getloadavg()[0],
+        "workers": project.refresh_workers,
     }
 
 
 def benchmark(root: Path, args: argparse.Namespace) -> Run:
     parquet, generated = tpch_parquet(args.sf)
-    project = create_project(root, args.queries, dict(args.conf))
+    project = create_project(root, args.queries, dict(args.conf), args.workers)
     log(f"project in {root}; starting Spark and migrating")
     project.migrate()
     info = machine(project)
@@ -431,11 +448,13 @@ def round_title(number: int, r: Round) -> str:
 
 
 def round_table(r: Round) -> tuple[list[str], list[list[str]]]:
-    headers = ["view", "incremental s", "strategy", "--full s", "CTAS s", "CTAS/incremental", "equal"]
+    headers = ["view", "incremental s", "strategy", "stages", "statements", "jobs", "--full s", "CTAS s",
+               "CTAS/incremental", "equal"]
     rows = []
     for name, view in r.incremental.views.items():
         ctas_s = r.ctas[name]
-        rows.append([name, f"{view.seconds:.2f}", view.strategy, f"{r.full.views[name].seconds:.2f}",
+        rows.append([name, f"{view.seconds:.2f}", view.strategy, str(view.stages_changed), str(view.statements),
+                     "-" if view.jobs is None else str(view.jobs), f"{r.full.views[name].seconds:.2f}",
                      f"{ctas_s:.2f}", ratio(ctas_s, view.seconds), "yes" if r.equal[name] else "NO"])
     return headers, rows
 
@@ -446,18 +465,19 @@ def round_totals(r: Round) -> str:
         f"total (wall): incremental {r.incremental.seconds:.1f}s, --full {r.full.seconds:.1f}s, CTAS {r.ctas_seconds:.1f}s; "
         f"CTAS/incremental {ratio(r.ctas_seconds, r.incremental.seconds)}, full/incremental {ratio(r.full.seconds, r.incremental.seconds)}; "
         f"no-change refresh {r.no_change.seconds:.2f}s; RF1+RF2 {r.dml_seconds:.1f}s; "
+        f"incremental: {r.incremental.per_stage()}; "
         + (f"NOT EQUAL: {', '.join(unequal)}" if unequal else f"all {len(r.equal)} views equal their SELECT")
     )
 
 
 def summary_table(run: Run) -> tuple[list[str], list[list[str]]]:
     headers = ["round", "refresh functions", "orders in/out", "RF1+RF2 s", "incremental s", "no-change s", "--full s",
-               "CTAS s", "CTAS/incremental", "full/incremental", "equal"]
+               "CTAS s", "CTAS/incremental", "full/incremental", "per changed stage", "equal"]
     rows = [
         [str(number), r.kind, f"{r.orders}/{r.deleted}", f"{r.dml_seconds:.1f}", f"{r.incremental.seconds:.1f}",
          f"{r.no_change.seconds:.2f}", f"{r.full.seconds:.1f}", f"{r.ctas_seconds:.1f}",
          ratio(r.ctas_seconds, r.incremental.seconds), ratio(r.full.seconds, r.incremental.seconds),
-         f"{sum(r.equal.values())}/{len(r.equal)}"]
+         r.incremental.per_stage(), f"{sum(r.equal.values())}/{len(r.equal)}"]
         for number, r in enumerate(run.rounds, start=1)
     ]
     return headers, rows
@@ -471,7 +491,8 @@ def preamble(run: Run) -> list[str]:
         f"{len(run.queries)} queries, refresh functions: {run.rf}" + (f", seed {run.seed}" if run.rf == "scattered" else ""),
         f"machine: {m['cpus']} CPUs, {m['ram_gib']} GiB RAM, {m['platform']}; Python {m['python']}, "
         f"Spark {m['spark']}, Delta {m['delta']}, DuckDB {m['duckdb']}; "
-        f"load average {m['load_average_start']:.2f} at start, {m['load_average_end']:.2f} at end",
+        f"load average {m['load_average_start']:.2f} at start, {m['load_average_end']:.2f} at end; "
+        f"refresh workers: {m.get('workers', 1)}",
         f"load (8 INSERTs from Parquet): {run.load_seconds:.1f}s; "
         f"first refresh (creates the {len(run.queries)} views): {run.first_refresh.seconds:.1f}s",
     ]
@@ -565,6 +586,7 @@ def main() -> None:
     parser.add_argument("--markdown", type=Path, help="write a Markdown summary to this file")
     parser.add_argument("--conf", action="append", type=spark_setting, default=[], metavar="KEY=VALUE",
                         help="a Spark setting for the project's ivm.yaml (repeatable)")
+    parser.add_argument("--workers", type=int, help="views refreshed at the same time (ivm.yaml refresh.workers; default: ivm's)")
     parser.add_argument("--seed", type=int, default=2024, help="scattered: seed of the hashes that pick the orders of RF1 and RF2")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="write a wall-clock profile of each round's incremental and full refresh into DIR (pyinstrument)")

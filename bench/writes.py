@@ -8,7 +8,12 @@ would give it (``physical.execution``), and every write carries a transaction id
 ivm's commits do (``runtime.concurrent``), except the plain append, which shows what that
 id costs:
 
-- MERGE: ivm's MERGE of a consolidated change (``incremental.bag.merge``);
+- MERGE: ivm's MERGE of a consolidated change (``incremental.bag.merge``), with the
+  transaction id and without (what Delta's check of it costs), and compiled whatever the
+  table's size (what small-data execution saves a MERGE);
+- a change computed and MERGEd, each way ``physical.materialize`` has: cached in executor
+  memory and counted (Delta then copies it again before its MERGE), or collected as rows in
+  one job (the MERGE reads them from the plan, with no copy);
 - overwrite: the table rewritten whole, stored rows and change consolidated;
 - append: an INSERT of the change's rows (what a trace of batches would write), with the
   transaction id and without;
@@ -36,13 +41,14 @@ from sqlglot import exp
 
 from ivm_sql.config import Config
 from ivm_sql.incremental import bag
-from ivm_sql.physical import execution
+from ivm_sql.physical import execution, materialize
 from ivm_sql.runtime import concurrent
 from ivm_sql.runtime.delta_log import DeltaLog, record_only
 from ivm_sql.session import build_session
 from ivm_sql.sqlbuild import WEIGHT, consolidate, table, table_at, lit, to_sql
 
 NAME, CHANGE, COLUMNS = "bench.t", "bench_change", ("k", "v")
+UNCOMPUTED = "bench_change_query"  # the change's query, not yet computed: for the two ways of computing it
 
 
 def make_table(spark, rows: int) -> None:
@@ -57,11 +63,13 @@ def make_change(spark, rows: int, size: int, round_: int) -> None:
     half = max(size // 2, 1)
     updated = min(half, rows)
     new = rows + 10**9 + round_ * half
-    spark.sql(
+    query = spark.sql(
         f"SELECT k, concat('v', k) AS v, CAST(1 AS BIGINT) AS {WEIGHT} "
         f"FROM (SELECT (id + {round_ * updated}) % {max(rows, 1)} AS k FROM range(0, {updated})) "
         f"UNION ALL SELECT id AS k, concat('new', id) AS v, CAST(1 AS BIGINT) AS {WEIGHT} FROM range({new}, {new + half})"
-    ).cache().createOrReplaceTempView(CHANGE)
+    )
+    query.createOrReplaceTempView(UNCOMPUTED)
+    query.cache().createOrReplaceTempView(CHANGE)
     spark.table(CHANGE).count()
 
 
@@ -82,8 +90,20 @@ def statements(log: DeltaLog) -> dict:
         text = to_sql(statement, pretty=False)
         return lambda spark: spark.sql(text)
 
+    def computed(way):
+        """The change computed the way ``materialize`` would (``way``: cached or local rows), then MERGEd."""
+        def run(spark):
+            with materialize.materialized(spark, exp.select(exp.Star()).from_(table(UNCOMPUTED)), way=way) as staged, \
+                    staged.reading(spark):
+                spark.sql(to_sql(bag.merge(NAME, COLUMNS, staged.query), pretty=False))
+        return run
+
     return {
         "MERGE": (sql(bag.merge(NAME, COLUMNS, change)), True),
+        "MERGE, no txn id": (sql(bag.merge(NAME, COLUMNS, change)), False),
+        "MERGE, compiled": (sql(bag.merge(NAME, COLUMNS, change)), True),
+        "change cached and counted, MERGE": (computed(materialize.CACHED), True),
+        "change collected as rows, MERGE": (computed(materialize.LOCAL), True),
         "overwrite": (sql(overwrite), True),
         "append": (sql(append), True),
         "append, no txn id": (sql(append), False),
@@ -118,7 +138,7 @@ def main() -> None:
             for round_ in range(args.repeats + 1):  # the first round warms each up
                 for kind, (run, with_txn) in statements(log).items():
                     make_change(spark, rows, args.change, round_)
-                    small = execution.is_small([log.size_bytes(NAME, log.latest_version(NAME))])
+                    small = execution.is_small([log.size_bytes(NAME, log.latest_version(NAME))]) and not kind.endswith("compiled")
                     txn += 1
                     ids = {concurrent.TXN_APP_ID: "bench", concurrent.TXN_VERSION: str(txn)} if with_txn else {}
                     with execution.for_small_data(spark, enabled=small), \

@@ -15,6 +15,7 @@ Layout (every key is optional; an empty file gives all defaults)::
     refresh:
       recompute_above: 0.1  # recompute a stage when its change is this share of its input rows (or scans as much); or never
       policy: auto          # the views' default REFRESH POLICY: auto, incremental, incremental strict or full
+      workers: 2            # views refreshed at the same time (default: fits the machine's cores; 1: one by one)
 
 Errors point at the offending line: the file is composed into yaml nodes first,
 which keep their positions, and only then turned into values.
@@ -65,6 +66,7 @@ class RefreshSettings:
 
     recompute_above: float | None = 0.1
     policy: RefreshPolicy = RefreshPolicy.AUTO  # of a view whose SQL names none (``physical.policy``)
+    workers: int | None = None  # views refreshed at the same time (None: ``runtime.workers`` fits the machine)
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,7 @@ class Config:
 
 _TOP_KEYS = ("database", "views", "migrations", "spark", "refresh")
 _SPARK_KEYS = ("master", "remote", "token_env", "app_name", "conf")
-_REFRESH_KEYS = ("recompute_above", "policy")
+_REFRESH_KEYS = ("recompute_above", "policy", "workers")
 
 
 def load_config(path: Path) -> Config:
@@ -241,7 +243,20 @@ class _Reader:
             values["recompute_above"] = self._recompute_above(section["recompute_above"])
         if "policy" in section:
             values["policy"] = self._policy(section["policy"])
+        if "workers" in section:
+            values["workers"] = self._workers(section["workers"])
         return RefreshSettings(**values)  # type: ignore[arg-type]
+
+    def _workers(self, node: yaml.Node) -> int:
+        value = yaml.SafeLoader("").construct_object(node) if isinstance(node, yaml.ScalarNode) else None
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+            raise ConfigError(
+                f"refresh.workers must be a whole number from 1 to 64, not "
+                f"{node.value if isinstance(node, yaml.ScalarNode) else _describe(node)}",
+                location=self._at(node),
+                hint="e.g. 2 refreshes two independent views at a time; 1 refreshes them one by one",
+            )
+        return value
 
     def _policy(self, node: yaml.Node) -> RefreshPolicy:
         value = node.value if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:str" else None

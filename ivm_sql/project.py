@@ -29,7 +29,7 @@ from ivm_sql.pipelines.python_datasets import PythonDataset
 from ivm_sql.pipelines.sources import check_sources
 from ivm_sql.pipelines.spec import SPEC_FILE_NAMES, PipelineSpec, find_spec, load_spec
 from ivm_sql.physical.cost import CostModel
-from ivm_sql.runtime import concurrent, delta_log, lifecycle
+from ivm_sql.runtime import concurrent, delta_log, lifecycle, workers
 from ivm_sql.runtime import watch as watching
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
@@ -128,6 +128,11 @@ class Project:
     def cost_model(self) -> CostModel:
         """When a refresh recomputes a stage instead of applying its change (ivm.yaml refresh:)."""
         return CostModel.from_settings(self.config.refresh)
+
+    @property
+    def refresh_workers(self) -> int:
+        """Views a refresh brings up to date at the same time (ivm.yaml refresh.workers)."""
+        return self.config.refresh.workers or workers.default_workers()
 
     def _use_database(self) -> None:
         use_database(self.spark, self.database)
@@ -235,7 +240,8 @@ class Project:
         log = self.delta_log()
         streamed, streams = self._refresh_streaming(log, full, on_view)
         names = [n for n in views if n.lower() not in {r.view.rpartition(".")[2] for r in streamed}] if views is not None else None
-        refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now, project=str(self.root))
+        refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now,
+                              project=str(self.root), workers=self.refresh_workers)
         plans = self.plans(names, log)
         reports = refresher.refresh(plans, on_view, on_stage)
         return streamed + reports, {**streams, **{table: refresher.current[table] for plan in plans for table in plan.base_tables}}

@@ -63,6 +63,9 @@ BASE_SETTINGS: dict[str, str] = {
     # A cluster with large tables may want more: ivm.yaml's spark.conf wins.
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.session.timeZone": "UTC",
+    # A refresh's worker threads (runtime.workers) each run in a pool of their own, so one
+    # view's jobs do not queue behind another's: FAIR shares the cores between the pools.
+    "spark.scheduler.mode": "FAIR",
 }
 
 # One lock for the machine's Spark starts: see ivy_lock.

@@ -76,9 +76,9 @@ def test_ivm_compile_names_the_bounds() -> None:
 def test_no_bound_without_an_equality_or_through_an_outer_join() -> None:
     assert pruning.bounds(change_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id < c.id")) == []
     assert pruning.bounds(change_of("SELECT id, quantity FROM orders WHERE quantity > 2")) == []
-    outer = exp.select("a.k").from_("(SELECT * FROM __ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT")
+    outer = exp.select("a.k").from_("(SELECT * FROM global_temp.__ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT")
     assert pruning.bounds(outer) == []
-    inner = exp.select("a.k").from_("(SELECT * FROM __ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k")
+    inner = exp.select("a.k").from_("(SELECT * FROM global_temp.__ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k")
     assert [(b.change_alias, b.key, b.table_alias, b.column) for b in pruning.bounds(inner)] == [("a", "k", "b", "k")]
 
 
@@ -92,11 +92,11 @@ def test_a_touched_keys_recompute_reads_its_inputs_only_where_the_touched_keys_a
 
 
 def test_a_semi_join_bounds_both_ways_an_anti_join_neither() -> None:
-    semi = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM __ivm_changes1) AS a", on="b.k <=> a.k", join_type="LEFT SEMI")
+    semi = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM global_temp.__ivm_changes1) AS a", on="b.k <=> a.k", join_type="LEFT SEMI")
     assert [(b.change_alias, b.table_alias, b.null_safe) for b in pruning.bounds(semi)] == [("a", "b", True)]
-    semi = exp.select("a.k").from_("(SELECT * FROM __ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT SEMI")
+    semi = exp.select("a.k").from_("(SELECT * FROM global_temp.__ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT SEMI")
     assert [(b.change_alias, b.table_alias, b.null_safe) for b in pruning.bounds(semi)] == [("a", "b", False)]
-    anti = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM __ivm_changes1) AS a", on="b.k = a.k", join_type="LEFT ANTI")
+    anti = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM global_temp.__ivm_changes1) AS a", on="b.k = a.k", join_type="LEFT ANTI")
     assert pruning.bounds(anti) == []
 
 
@@ -156,9 +156,9 @@ def big_table(spark):
                          ids=["listed", "range", "two ranges"])
 def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(spark, big_table, keys, files) -> None:
     values = ", ".join(f"({k}, 1)" for k in keys)
-    spark.sql(f"SELECT * FROM VALUES {values} AS c(k, __ivm_w)").createOrReplaceTempView("__ivm_changes_test")
+    spark.sql(f"SELECT * FROM VALUES {values} AS c(k, __ivm_w)").createOrReplaceGlobalTempView("__ivm_changes_test")
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
-    term = (exp.select("a.k", "b.v").from_("(SELECT * FROM __ivm_changes_test) AS a")
+    term = (exp.select("a.k", "b.v").from_("(SELECT * FROM global_temp.__ivm_changes_test) AS a")
             .join(f"{big_table} VERSION AS OF {version} AS b", on="a.k = b.k"))
     bounded, reads = pruning.bounded(pruning.KeyValues(spark), term, lambda table, version: pruning.LARGE_TABLE)
     assert bounded.sql() != term.sql() and [r.column for r in reads] == ["k"]
@@ -187,10 +187,10 @@ def test_a_null_safe_bound_reads_the_null_keys_file_too(spark, big_table) -> Non
     """A touched-keys recompute's semi join matches a NULL key with NULL (``<=>``): the bound
     adds ``OR k IS NULL``, and Delta skips the files that hold no NULL."""
     spark.sql(f"INSERT INTO {big_table} SELECT /*+ COALESCE(1) */ CAST(NULL AS INT), concat('n', id) FROM range(5)")
-    spark.sql("SELECT * FROM VALUES (5), (NULL) AS c(k)").createOrReplaceTempView("__ivm_changes_test")
+    spark.sql("SELECT * FROM VALUES (5), (NULL) AS c(k)").createOrReplaceGlobalTempView("__ivm_changes_test")
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
     term = (exp.select("b.k", "b.v").from_(f"{big_table} VERSION AS OF {version} AS b")
-            .join("(SELECT * FROM __ivm_changes_test) AS a", on="b.k <=> a.k", join_type="LEFT SEMI"))
+            .join("(SELECT * FROM global_temp.__ivm_changes_test) AS a", on="b.k <=> a.k", join_type="LEFT SEMI"))
     bounded, reads = pruning.bounded(pruning.KeyValues(spark), term, lambda table, version: pruning.LARGE_TABLE)
     assert "IS NULL" in bounded.sql() and reads == []  # the cost model counts it whole
     with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):
@@ -204,7 +204,7 @@ def test_a_null_safe_bound_reads_the_null_keys_file_too(spark, big_table) -> Non
 
 def _feed(spark, name: str, rows: str) -> None:
     """A kept change data feed (``physical.changes``) of ``(k, __ivm_w)`` rows."""
-    spark.sql(f"SELECT * FROM VALUES {rows} AS c(k, __ivm_w)").createOrReplaceTempView(name)
+    spark.sql(f"SELECT * FROM VALUES {rows} AS c(k, __ivm_w)").createOrReplaceGlobalTempView(name)
 
 
 _probes = itertools.count()
@@ -231,8 +231,8 @@ def test_keys_read_straight_from_a_feed_take_its_values_once_per_refresh(spark) 
     feed's keys (a superset of each one's own), fetched by one job."""
     _feed(spark, "__ivm_changes_kv1", "(3, 1), (5, -1), (9, 1)")
     values = pruning.KeyValues(spark)
-    small = _source("SELECT c.k, SUM(c.__ivm_w) AS w FROM __ivm_changes_kv1 AS c WHERE c.k < 4 GROUP BY c.k")
-    renamed = _source("SELECT c.k AS p0 FROM __ivm_changes_kv1 AS c WHERE c.__ivm_w > 0")
+    small = _source("SELECT c.k, SUM(c.__ivm_w) AS w FROM global_temp.__ivm_changes_kv1 AS c WHERE c.k < 4 GROUP BY c.k")
+    renamed = _source("SELECT c.k AS p0 FROM global_temp.__ivm_changes_kv1 AS c WHERE c.__ivm_w > 0")
     first, jobs = _jobs(spark, lambda: values.of(small, ["k"]))
     assert first["k"] == (3, [3, 5, 9], 3, 9, False) and jobs == 1
     second, jobs = _jobs(spark, lambda: values.of(renamed, ["p0"]))
@@ -243,7 +243,7 @@ def test_a_key_an_outer_join_may_turn_null_takes_the_changes_own_values(spark) -
     """The feed holds no NULL, the change does (the outer join's missing side): a null-safe
     bound must see it, or a touched-keys recompute would lose the NULL key's rows."""
     _feed(spark, "__ivm_changes_kv2", "(5, 1)")
-    change = _source("SELECT x.k FROM (SELECT 1 AS j) AS d LEFT JOIN __ivm_changes_kv2 AS x ON d.j = x.k")
+    change = _source("SELECT x.k FROM (SELECT 1 AS j) AS d LEFT JOIN global_temp.__ivm_changes_kv2 AS x ON d.j = x.k")
     distinct, _, _, _, has_null = pruning.KeyValues(spark).of(change, ["k"])["k"]
     assert (distinct, has_null) == (0, True)
 
@@ -255,10 +255,10 @@ def test_a_key_computed_in_one_branch_of_a_union_takes_the_changes_own_values(sp
     18 of the long oracle run: an emptied table's rows stayed in the view)."""
     _feed(spark, "__ivm_changes_kv3", "(5, -1), (2, 1)")
     _feed(spark, "__ivm_changes_kv4", "(40, 1)")
-    union = _source("SELECT o.k + 1 AS t FROM __ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM __ivm_changes_kv4 AS c")
+    union = _source("SELECT o.k + 1 AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c")
     distinct, listed, least, greatest, has_null = pruning.KeyValues(spark).of(union, ["t"])["t"]
     assert (distinct, listed, least, greatest, has_null) == (3, [3, 6, 40], 3, 40, False)
-    plain = _source("SELECT o.k AS t FROM __ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM __ivm_changes_kv4 AS c")
+    plain = _source("SELECT o.k AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c")
     assert [(table.name, column) for table, column in pruning._origins(plain, "t")] == [
         ("__ivm_changes_kv3", "k"), ("__ivm_changes_kv4", "k")]  # every branch a column: the feeds' values
 

@@ -8,18 +8,25 @@ read, the change files found) before a row is read. Here each distinct read (tab
 version range) becomes one temporary view of the change, computed on first use and kept in
 executor memory until the refresh ends; every query of the refresh reads that view instead.
 The rows are the same, so no result changes: this only decides how often they are fetched.
+
+The views are global temporary views, read as ``global_temp.<name>``: the worker threads of
+a refresh (``runtime.workers``) each have a session of their own, and all of them read the
+same kept changes.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 
+from pyspark import StorageLevel
 from sqlglot import exp
 
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, ident, to_sql
 
 CHANGE_FUNCTION = "table_changes"
 KEPT_PREFIX = f"{INTERNAL_PREFIX}_changes"  # the temporary views the reads are kept in
+GLOBAL_TEMP = "global_temp"  # the database of global temporary views (spark.sql.globalTempDatabase)
 _view_numbers = itertools.count()  # unique in the process, so refreshes in two threads never share a name
 
 
@@ -30,33 +37,33 @@ class SourceChanges:
         self.spark = spark
         self._views: dict[tuple[str, ...], str] = {}  # (table, first, last) as SQL -> its view
         self._frames: list = []
+        self._lock = threading.Lock()  # worker threads ask for the same read: it is kept once
 
     def rewrite(self, query: exp.Query) -> exp.Query:
         """``query`` (copied) with each ``table_changes(...)`` read replaced by its kept view."""
 
         def swap(node: exp.Expression) -> exp.Expression:
             if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) and is_change_read(node):
-                return exp.Table(this=ident(self._view(node.this)), alias=node.args.get("alias"))
+                return exp.Table(this=ident(self._view(node.this)), db=ident(GLOBAL_TEMP), alias=node.args.get("alias"))
             return node
 
         return query.transform(swap)
 
     def _view(self, read: exp.Anonymous) -> str:
         key = tuple(to_sql(argument, pretty=False) for argument in read.expressions)
-        if key not in self._views:
-            from pyspark import StorageLevel
-
-            name = f"{KEPT_PREFIX}{next(_view_numbers)}"
-            query = exp.select(exp.Star()).from_(exp.Table(this=read.copy()))
-            frame = self.spark.sql(to_sql(query, pretty=False)).persist(StorageLevel.MEMORY_AND_DISK)
-            frame.createOrReplaceTempView(name)
-            self._frames.append(frame)
-            self._views[key] = name
-        return self._views[key]
+        with self._lock:
+            if key not in self._views:
+                name = f"{KEPT_PREFIX}{next(_view_numbers)}"
+                query = exp.select(exp.Star()).from_(exp.Table(this=read.copy()))
+                frame = self.spark.sql(to_sql(query, pretty=False)).persist(StorageLevel.MEMORY_AND_DISK)
+                frame.createOrReplaceGlobalTempView(name)
+                self._frames.append(frame)
+                self._views[key] = name
+            return self._views[key]
 
     def close(self) -> None:
         for name in self._views.values():
-            self.spark.catalog.dropTempView(name)
+            self.spark.catalog.dropGlobalTempView(name)
         for frame in self._frames:
             frame.unpersist()
         self._views.clear()
@@ -68,7 +75,7 @@ def is_change_read(node: exp.Table) -> bool:
     refresh keeps it in."""
     if isinstance(node.this, exp.Anonymous):
         return node.this.name.lower() == CHANGE_FUNCTION
-    return node.name.startswith(KEPT_PREFIX) and not node.db
+    return node.name.startswith(KEPT_PREFIX) and node.db == GLOBAL_TEMP
 
 
 def describe() -> str:

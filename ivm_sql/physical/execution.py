@@ -80,6 +80,20 @@ def scanned_versions(query: exp.Expression) -> list[tuple[str, int]]:
     return sorted(set(scans(query)))
 
 
+# A MERGE reads the stage's change from memory and its table's files: with a change of at
+# most this many rows into a table under SMALL_DATA bytes, it runs with SMALL_DATA_SETTINGS
+# too, whatever the change's own query read to compute it. A TPC-H official set changes
+# about 15,000 source rows at SF 1, which kept every MERGE compiled when the flag followed the
+# sources; the change a stage's MERGE writes is what it touches.
+SMALL_MERGE_ROWS = 10_000
+
+
+def is_small_merge(change_rows: int, table_bytes: int | None) -> bool:
+    """Whether a MERGE of ``change_rows`` rows into a table of ``table_bytes`` (None:
+    unknown) runs with SMALL_DATA_SETTINGS."""
+    return change_rows <= SMALL_MERGE_ROWS and is_small([table_bytes])
+
+
 def is_small(table_bytes: Iterable[int | None], recompute: bool = False) -> bool:
     """Whether tables of these sizes (None: unknown) are small enough for SMALL_DATA_SETTINGS,
     read by a change, or by a recompute."""
@@ -118,6 +132,7 @@ def session_settings(spark, settings: dict[str, str]) -> Iterator[None]:
 def describe() -> str:
     return (
         f"a change that reads under {SMALL_DATA // 2**20} MiB of Delta data (and is small itself), "
+        f"a MERGE of at most {SMALL_MERGE_ROWS:,} changed rows into a table under {SMALL_DATA // 2**20} MiB, "
         f"or a recompute that reads under {SMALL_RECOMPUTE // 2**20} MiB, "
         "runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition"
     )

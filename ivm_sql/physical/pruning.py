@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlglot import exp
 
 from ivm_sql.incremental.recompute import TOUCHED
-from ivm_sql.physical.changes import is_change_read
+from ivm_sql.physical.changes import GLOBAL_TEMP, is_change_read
 from ivm_sql.sqlbuild import col, lit, to_sql
 
 # Bytes of Delta data an input must scan for its read to be bounded by the change's keys.
@@ -148,6 +149,7 @@ class KeyValues:
     def __init__(self, spark):
         self.spark = spark
         self._of_feeds: dict[tuple[str, str], tuple] = {}  # (kept feed view, column) -> its values
+        self._lock = threading.Lock()  # worker threads (``runtime.workers``) fetch a feed's values once
 
     def of(self, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
         """Per key: (distinct values, them sorted when at most SPLIT_AT_MOST, least, greatest,
@@ -165,9 +167,11 @@ class KeyValues:
         return found
 
     def _of_feed(self, view: str, column: str) -> tuple:
-        if (view, column) not in self._of_feeds:
-            self._of_feeds[(view, column)] = _values(self.spark, exp.to_table(view), [column])[column]
-        return self._of_feeds[(view, column)]
+        with self._lock:
+            if (view, column) not in self._of_feeds:
+                kept = exp.Table(this=exp.to_identifier(view), db=exp.to_identifier(GLOBAL_TEMP))
+                self._of_feeds[(view, column)] = _values(self.spark, kept, [column])[column]
+            return self._of_feeds[(view, column)]
 
 
 def _may_add_nulls(change: exp.Expression) -> bool:

@@ -64,7 +64,7 @@ def own_session(spark):
     temporary views, so two refreshes in two threads do not write each other's commit record
     or txn version (both are session settings) or read each other's change views. A Spark
     Connect session has no ``newSession``; each client has a session of its own there."""
-    if not hasattr(spark, "_jsparkSession"):
+    if not has_own_sessions(spark):
         return spark
     session = spark.newSession()
     # A new session starts from the startup settings: carry over what was set on this one
@@ -73,6 +73,11 @@ def own_session(spark):
         if spark.conf.isModifiable(key) and session.conf.get(key, None) != value:
             session.conf.set(key, value)
     return session
+
+
+def has_own_sessions(spark) -> bool:
+    """Whether ``own_session`` can give a thread a session of its own (not over Spark Connect)."""
+    return hasattr(spark, "_jsparkSession")
 
 
 def is_conflict(error: PySparkException | Py4JJavaError) -> bool:

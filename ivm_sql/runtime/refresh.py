@@ -17,6 +17,7 @@ it read; when another did, the stage is looked at again (``runtime.concurrent``)
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,15 +36,15 @@ from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import execution, layout, policy as policies, pruning
+from ivm_sql.physical import execution, layout, materialize, policy as policies, pruning
 from ivm_sql.physical.cost import SMALL_CHANGE, CheaperToRecompute, CostModel
 from ivm_sql.physical.changes import SourceChanges
-from ivm_sql.physical.materialize import materialized
 from ivm_sql.physical.recompute import Recomputes
 from ivm_sql.physical.view_table import WHOLE_OVERWRITE
 from ivm_sql.physical.sizes import TableSizes
 from ivm_sql.incremental import extremes
-from ivm_sql.runtime import concurrent, delta_log, fixpoint, history
+from ivm_sql.runtime import concurrent, delta_log, fixpoint, history, workers
+from ivm_sql.runtime.tally import Cost, Tally
 from ivm_sql.runtime.extremes import settled as settled_extremes
 from ivm_sql.sqlbuild import to_sql
 
@@ -62,6 +63,16 @@ class ViewReport:
     now: datetime | None = None  # the time its filters on the current time were evaluated at
     # table -> [files the change's bounds opened, files in the table], over its stages' reads
     files_read: dict[str, list[int]] = field(default_factory=dict)
+    # what its changed stages cost in Spark's units (``runtime.tally``); jobs None: not counted
+    stages_changed: int = 0
+    statements: int = 0
+    jobs: int | None = 0
+
+    def add_cost(self, cost: Cost) -> None:
+        """Count a stage that changed, with its statements and jobs."""
+        self.stages_changed += 1
+        self.statements += cost.statements
+        self.jobs = None if self.jobs is None or cost.jobs is None else self.jobs + cost.jobs
 
     def add_files_read(self, tally: dict[str, tuple[int, int]]) -> None:
         for table, (opened, total) in tally.items():
@@ -108,8 +119,13 @@ class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
     def __init__(self, spark, full: bool = False, cost: CostModel = CostModel.from_settings(RefreshSettings()),
-                 log: delta_log.DeltaLog | None = None, now: datetime | None = None, project: str | None = None):
-        self.spark = spark
+                 log: delta_log.DeltaLog | None = None, now: datetime | None = None, project: str | None = None,
+                 workers: int = 1):
+        self.tally = Tally(spark)
+        self._spark = spark
+        self._sessions = threading.local()  # a worker thread's own session (``runtime.workers``)
+        # views refreshed at once; a Spark Connect session cannot give each worker its own
+        self.workers = workers if concurrent.has_own_sessions(spark) else 1
         self.project = project  # the project's folder, written in each record: whose state it is
         # "now" is pinned once per refresh, like the sources' versions: every stage that
         # compares with the current time sees the same instant.
@@ -125,10 +141,22 @@ class Refresher:
         self.ahead: set[str] = set()  # ivm tables a refresh that pinned newer versions got to first
         self.log = log if log is not None else delta_log.DeltaLog(spark)
         self.recomputes = Recomputes(self.log, self.current, full, self._run)
-        self.changes = SourceChanges(spark)
-        self.sizes = TableSizes(spark, self.log, self._run)
-        self.key_values = pruning.KeyValues(spark)  # of the change data feeds ``changes`` keeps
+        self.changes = SourceChanges(self.tally.session(spark))
+        self.sizes = TableSizes(self.tally.session(spark), self.log, self._run)
+        self.key_values = pruning.KeyValues(self.tally.session(spark))  # of the change data feeds ``changes`` keeps
         self.plan_of: dict[str, ViewPlan] = {}  # stage table -> the plan of its view
+        self._progress = threading.Lock()  # workers report the stages they begin one at a time
+
+    @property
+    def spark(self):
+        """This thread's session, its statements counted per stage (``runtime.tally``): the
+        caller's, or a worker's own."""
+        if not hasattr(self._sessions, "spark"):
+            if threading.current_thread() is threading.main_thread() or self.workers == 1:
+                self._sessions.spark = self.tally.session(self._spark)
+            else:
+                self._sessions.spark = self.tally.session(workers.worker_session(self._spark))
+        return self._sessions.spark
 
     def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None,
                 on_stage: Callable[[StageStart], None] | None = None) -> list[ViewReport]:
@@ -141,23 +169,29 @@ class Refresher:
         for plan in strict:  # before anything is written
             with located(plan):
                 self.recomputes.check_strict(plan)
-        reports = []
+        numbers = {id(plan): number for number, plan in enumerate(plans, 1)}
+        by_name = {plan.view.name.lower(): plan for plan in plans}
+
+        def refresh_one(plan: ViewPlan) -> ViewReport:
+            started = None if on_stage is None else (
+                lambda i, stage: self._started(on_stage, StageStart(
+                    plan.name, numbers[id(plan)], len(plans), stage.table, i, len(plan.stages), stage.kind))
+            )
+            with located(plan):
+                if plan in strict:  # again, now that the views it reads are refreshed
+                    self.recomputes.check_strict(plan)
+                return self.refresh_view(plan, started)
+
         try:
-            for number, plan in enumerate(plans, 1):
-                started = None if on_stage is None else (
-                    lambda i, stage, plan=plan, number=number: on_stage(StageStart(
-                        plan.name, number, len(plans), stage.table, i, len(plan.stages), stage.kind))
-                )
-                with located(plan):
-                    if plan in strict:  # again, now that the views it reads are refreshed
-                        self.recomputes.check_strict(plan)
-                    report = self.refresh_view(plan, started)
-                reports.append(report)
-                if on_view is not None:
-                    on_view(report)
+            return workers.in_dependency_order(
+                plans, lambda plan: [by_name[n] for n in plan.depends_on if n in by_name], refresh_one, self.workers, on_view,
+            )
         finally:
             self.changes.close()
-        return reports
+
+    def _started(self, on_stage: Callable[[StageStart], None], start: StageStart) -> None:
+        with self._progress:
+            on_stage(start)
 
     def refresh_view(self, plan: ViewPlan, on_stage: Callable[[int, Stage], None] | None = None) -> ViewReport:
         """``on_stage(number, stage)`` is called as each stage (numbered from 1) begins."""
@@ -168,7 +202,10 @@ class Refresher:
         for number, stage in enumerate(plan.stages, 1):
             if on_stage is not None:
                 on_stage(number, stage)
-            action, reason = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
+            with self.tally.stage(stage.table) as cost:
+                action, reason = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
+            if action != "unchanged":
+                report.add_cost(cost)
             if action != "unchanged" and (report.action == "unchanged" or (report.action == "incremental" and not report.reason)):
                 report.action, report.reason = action, reason
         if plan.table not in self.ahead and (
@@ -245,7 +282,7 @@ class Refresher:
                 loaded = self._recompute(stage, exists, fingerprint)
             else:
                 try:
-                    report.add_files_read(self._apply_change(stage, change, latest, cost, small_change=sum(changed.values()) <= SMALL_CHANGE))
+                    report.add_files_read(self._apply_change(stage, change, latest, cost, sum(changed.values())))
                 except history.HistoryGone:  # nothing was committed: recompute instead
                     reason = history.gone_reason(history.changed_ranges(pins))
                     self.recomputes.refuse_strict(plan, reason, own_tables)
@@ -324,7 +361,7 @@ class Refresher:
         raise concurrent.Overtaken(table)
 
     def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, cost: CostModel,
-                      small_change: bool) -> dict[str, tuple[int, int]]:
+                      changed_rows: int) -> dict[str, tuple[int, int]]:
         """One MERGE of the stage's change (``change_query``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
         version, which the MERGE reads. Join terms and touched-keys recomputes read large
@@ -341,11 +378,14 @@ class Refresher:
             cheaper = cost.scan_reason(self.sizes.scanned_bytes(change, bounded), self.sizes.scanned_bytes(self._initial(stage)))
             if cheaper is not None:
                 raise CheaperToRecompute(cheaper)
-            small = small_change and self.sizes.is_small(change, also=[(stage.table, own_version)])
+            small = changed_rows <= SMALL_CHANGE and self.sizes.is_small(change, also=[(stage.table, own_version)])
+            way = materialize.way_for(changed_rows)
             with execution.for_small_data(self.spark, enabled=small), self._solved(stage, change) as change, \
-                    self._settled(stage, change) as (change, rows), materialized(self.spark, change, rows) as staged:
+                    self._settled(stage, change) as (change, rows), materialize.materialized(self.spark, change, rows, way) as staged:
                 if staged.rows:
-                    self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
+                    merge_small = not small and execution.is_small_merge(staged.rows, self.sizes.bytes(stage.table, own_version))
+                    with execution.for_small_data(self.spark, enabled=merge_small), staged.reading(self.spark):
+                        self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
             return pruning.files_read(bounded, self.sizes.files)
         except (PySparkException, Py4JJavaError) as error:
             if history.is_missing_file(error):

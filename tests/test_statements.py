@@ -1,0 +1,109 @@
+"""What a refresh runs, statement by statement: the counts it reports per changed stage
+(``runtime.tally``), and the execution settings each statement gets (``physical.execution``).
+
+That the settings never change a result is the differential oracle's job (it refreshes its
+views interpreted in some rounds and compiled in others); here, that each statement gets the
+settings its own size calls for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ivm_sql.physical.cost import SMALL_CHANGE
+from ivm_sql.physical.execution import SMALL_DATA, SMALL_MERGE_ROWS, is_small_merge
+from ivm_sql.project import Project
+from ivm_sql.runtime.refresh import Refresher
+
+from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
+
+MakeProject = Callable[[dict[str, str]], Path]
+
+EVENTS = "CREATE TABLE events (k INT, v INT) USING DELTA"
+# five groups however many events: a change of many source rows is a change of five rows here
+PER_KEY = ViewSpec("per_key", "SELECT k, COUNT(*) AS n, SUM(v) AS total FROM events GROUP BY k")
+
+
+class Recording:
+    """A Spark session that notes, for each statement it is sent, its first word and whether
+    whole-stage code generation was on for it."""
+
+    def __init__(self, spark):
+        self._spark = spark
+        self.statements: list[tuple[str, str]] = []
+
+    def sql(self, text: str, *args, **kwargs):
+        self.statements.append((text.split()[0].upper(), self._spark.conf.get("spark.sql.codegen.wholeStage")))
+        return self._spark.sql(text, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self._spark, name)
+
+
+def open_project(spark, tmp_project: MakeProject, rows: int) -> Project:
+    project = Project.open(tmp_project({"views/views.sql": views_file([PER_KEY]), "ivm.yaml": INCREMENTAL_ONLY}), spark=spark)
+    project.sql(EVENTS)
+    project.sql(f"INSERT INTO events SELECT CAST(id % 5 AS INT), CAST(id AS INT) FROM range({rows})")
+    return project
+
+
+def refresh(project: Project, session) -> list:
+    refresher = Refresher(session, cost=project.cost_model, log=project.delta_log(), project=str(project.root))
+    return refresher.refresh(project.plans())
+
+
+def test_a_merge_of_few_rows_into_a_small_table_is_small_whatever_its_sources() -> None:
+    assert is_small_merge(SMALL_MERGE_ROWS, SMALL_DATA - 1)
+    assert not is_small_merge(SMALL_MERGE_ROWS + 1, 1_000)
+    assert not is_small_merge(5, SMALL_DATA)
+    assert not is_small_merge(5, None)  # a table of unknown size: compiled, as Spark would
+
+
+def test_the_merge_runs_interpreted_when_the_change_it_writes_is_small(spark, tmp_project: MakeProject) -> None:
+    project = open_project(spark, tmp_project, 50_000)
+    project.refresh()
+    # more source rows than a small change: the change is computed compiled ...
+    project.sql(f"INSERT INTO events SELECT CAST(id % 5 AS INT), 1 FROM range({SMALL_CHANGE + 1})")
+    session = Recording(spark)
+    reports = refresh(project, session)
+    assert [(r.action, r.reason) for r in reports] == [("incremental", "")]
+    merges = [codegen for word, codegen in session.statements if word == "MERGE"]
+    computed = [codegen for word, codegen in session.statements if word == "SELECT"]
+    # ... and its MERGE, five rows into a table of five, interpreted
+    assert merges == ["false"]
+    assert computed and all(codegen != "false" for codegen in computed)
+    assert spark.conf.get("spark.sql.codegen.wholeStage") != "false"  # the session's own setting is back
+    failures = compare_views(spark, project.database, [PER_KEY], "after a large change")
+    assert not failures, failures
+
+
+def test_a_refresh_counts_the_statements_and_jobs_of_each_changed_stage(spark, tmp_project: MakeProject) -> None:
+    project = open_project(spark, tmp_project, 10)
+    first, = project.refresh()
+    assert (first.action, first.stages_changed) == ("created", 1)
+    assert first.statements >= 1 and first.jobs >= 1
+
+    project.sql("INSERT INTO events VALUES (1, 100)")
+    report, = project.refresh()
+    assert report.action == "incremental" and report.stages_changed == 1
+    # the source's change data feed kept for the refresh, the change computed and counted,
+    # its MERGE
+    assert report.statements == 3
+    assert report.jobs >= 2
+
+    unchanged, = project.refresh()
+    assert (unchanged.action, unchanged.stages_changed, unchanged.statements, unchanged.jobs) == ("unchanged", 0, 0, 0)
+
+
+def test_a_callers_job_group_keeps_its_jobs_and_the_count_is_unknown(spark, tmp_project: MakeProject) -> None:
+    project = open_project(spark, tmp_project, 10)
+    context = spark.sparkContext
+    context.setJobGroup("callers-group", "a caller that groups its jobs")
+    try:
+        report, = project.refresh()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert report.action == "created" and report.statements >= 1
+    assert report.jobs is None
+    assert context.statusTracker().getJobIdsForGroup("callers-group")  # the refresh's jobs stayed in it
