@@ -268,3 +268,31 @@ def test_values_of_several_feeds_are_their_union() -> None:
     assert both == (3, [1, 4, 7], 1, 7, True)
     partial = pruning._merged([(2, [1, 4], 1, 4, False), (200_000, [5], 5, 900, False)])
     assert pruning._key_ranges(*partial[:4]) == [(1, 900)]  # not all fetched: least to greatest
+
+
+def test_a_chain_of_equalities_bounds_every_input_on_it() -> None:
+    """``o.customer_id = c.id AND c.id = p.id``: the orders term's change bounds products by
+    its customer_id though no condition names both (every row it outputs has p.id equal to
+    it), and the products term's bounds orders. Without following the chain, each term
+    would read the input at its far end whole (TPC-H Q18's lineitem, Q21's)."""
+    change = change_of(
+        "SELECT o.id, c.name, p.price FROM orders o JOIN customers c ON o.customer_id = c.id "
+        "JOIN products p ON c.id = p.id"
+    )
+    assert sorted(b.describe() for b in pruning.bounds(change)) == [
+        "db.customers.id by the change's customer_id",  # the orders term
+        "db.customers.id by the change's id",  # the products term
+        "db.orders.customer_id by the change's id",  # the customers term
+        "db.orders.customer_id by the change's id",  # the products term, through c.id
+        "db.products.id by the change's customer_id",  # the orders term, through c.id
+        "db.products.id by the change's id",  # the customers term
+    ]
+
+
+def test_a_chain_is_not_followed_through_a_null_safe_equality() -> None:
+    """NULL <=> NULL holds: along ``<=>`` a NULL key would join, and a bound by the change's
+    values (which leaves NULL out unless the change holds one) could drop its rows."""
+    conditions = [sqlglot.parse_one(c, dialect="spark") for c in ("d.k = o.k", "o.k <=> l.k")]
+    pairs = {(a, b, null_safe) for a, b, null_safe in pruning._equalities(conditions)}
+    assert (("d", "k"), ("l", "k"), False) not in pairs
+    assert (("o", "k"), ("l", "k"), True) in pairs and (("d", "k"), ("o", "k"), False) in pairs

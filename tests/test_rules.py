@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import AggCall, Aggregate, Node, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import AggCall, Aggregate, Node, Scan, Select, UnionAll, scans
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler import compile_views
 from ivm_sql.errors import Location
@@ -504,3 +504,23 @@ class TestStages:
         assert stages[0].input.columns == AGG_INPUT.columns
         assert stages[0].aggregate.aggs == CALLS[:1]
         assert reader.table == "db.__ivm_v"
+
+
+def test_an_aggregate_read_twice_is_kept_in_one_table() -> None:
+    """TPC-H Q15 reads its WITH twice, once to join and once for its MAX: one GROUP BY,
+    one stage table, which both reads take; a refresh computes and MERGEs its change once."""
+    plan_ = plan(
+        "CREATE VIEW v AS WITH r AS (SELECT a, SUM(b) AS total FROM t GROUP BY a) "
+        "SELECT r.a, r.total FROM r WHERE r.total = (SELECT MAX(total) FROM r)"
+    )
+    assert [stage.kind for stage in plan_.stages] == ["aggregate", "aggregate", "bag"]  # the SUM, the MAX, the view
+    reads = [s.table for stage in plan_.stages for s in scans(stage.node)]
+    assert reads.count(plan_.stages[0].table) == 2  # the MAX and the join both read the SUM's table
+
+
+def test_two_different_aggregates_keep_two_tables() -> None:
+    plan_ = plan(
+        "CREATE VIEW v AS SELECT x.a, x.total, y.total AS other FROM (SELECT a, SUM(b) AS total FROM t GROUP BY a) x "
+        "JOIN (SELECT a, SUM(d) AS total FROM u GROUP BY a) y ON x.a = y.a"
+    )
+    assert sum(stage.kind == "aggregate" for stage in plan_.stages) == 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ivm_sql.physical import materialize
 from ivm_sql.physical.cost import SMALL_CHANGE
 from ivm_sql.physical.execution import SMALL_DATA, SMALL_MERGE_ROWS, is_small_merge
 from ivm_sql.project import Project
@@ -107,3 +108,22 @@ def test_a_callers_job_group_keeps_its_jobs_and_the_count_is_unknown(spark, tmp_
     assert report.action == "created" and report.statements >= 1
     assert report.jobs is None
     assert context.statusTracker().getJobIdsForGroup("callers-group")  # the refresh's jobs stayed in it
+
+
+def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(spark, tmp_project: MakeProject, monkeypatch) -> None:
+    """The same one-row change, kept each way (``physical.materialize``): as local rows the
+    MERGE reads it from its plan with no copy of its own, so the stage runs fewer jobs (the
+    cached change is counted, and Delta copies a cached source before its MERGE)."""
+    project = open_project(spark, tmp_project, 10)
+    project.refresh()
+    project.sql("INSERT INTO events VALUES (1, 100)")
+    with monkeypatch.context() as patched:
+        patched.setattr(materialize, "LOCAL_MOST", 0)  # every change is kept cached
+        cached, = project.refresh()
+    project.sql("INSERT INTO events VALUES (2, 100)")
+    local, = project.refresh()
+    assert cached.action == local.action == "incremental"
+    assert cached.statements == local.statements  # the same statements, run differently
+    assert local.jobs < cached.jobs, (local.jobs, cached.jobs)
+    failures = compare_views(spark, project.database, [PER_KEY], "after both")
+    assert not failures, failures

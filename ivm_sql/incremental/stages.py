@@ -17,8 +17,8 @@ from sqlglot import exp
 from ivm_sql.algebra.clock import node_reads_clock, reads_clock
 from ivm_sql.algebra.nodes import RECURSIVE_PREFIX, Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll, scans
 from ivm_sql.incremental import aggregate, bag, delta, distinct, extremes, fixpoint, recompute, snapshot
-from ivm_sql.incremental.versions import Pins
-from ivm_sql.sqlbuild import INTERNAL_PREFIX, col
+from ivm_sql.incremental.versions import Pins, Versions
+from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, to_sql
 
 # how each incremental kind of stage applies a change
 METHODS = {
@@ -142,6 +142,7 @@ class Lowering:
         self.database = database
         self.view = view
         self.stages: list[Stage] = []
+        self._kept: dict[str, Stage] = {}  # what an aggregate stage computes (``_computes``) -> its stage
 
     def table_name(self, final: bool) -> str:
         suffix = "" if final else f"_s{len(self.stages) + 1}"
@@ -167,6 +168,10 @@ class Lowering:
         else:
             lowered = self.lower(node)
         name = self.table_name(final)  # after lowering: inner stages are numbered first
+        computes = _computes(Stage(name, "aggregate", lowered)) if isinstance(node, Aggregate) and not final else None
+        kept = self._kept.get(computes) if computes is not None else None
+        if kept is not None:  # the same state twice (a WITH read twice, TPC-H Q15): kept once
+            return aggregate.reader(kept.table, node)
         if isinstance(node, Aggregate):
             stage, output = Stage(name, "aggregate", lowered), aggregate.reader(name, node)
         elif isinstance(node, Distinct):
@@ -178,7 +183,19 @@ class Lowering:
         else:
             stage, output = Stage(name, "bag", lowered), bag.reader(name, node)
         self.stages.append(stage)
+        if computes is not None:
+            self._kept.setdefault(computes, stage)
         return output
+
+
+def _computes(stage: Stage) -> str | None:
+    """What an aggregate stage's table holds, whatever it is named: its whole content's query
+    over placeholder versions (None for one that reads the clock: not compared). Two stages
+    of one view that compute the same are one operator read twice, and its table is kept
+    once."""
+    if stage.reads_clock:
+        return None
+    return to_sql(stage.initial_query({t: Versions.symbolic(t) for t in stage.sources}), pretty=False)
 
 
 def plan_stages(database: str, view: str, root: Node) -> tuple[list[Stage], Scan]:

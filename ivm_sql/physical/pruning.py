@@ -76,21 +76,42 @@ class Bound:
 
 def bounds(query: exp.Query) -> list[Bound]:
     """Every equality between a kept change's column and another input's column, in every
-    SELECT of ``query`` whose joins are inner joins or LEFT SEMI joins."""
+    SELECT of ``query`` whose joins are inner joins or LEFT SEMI joins: stated, or implied by
+    a chain of ``=`` (``d.k = o.k AND o.k = l.k`` bounds ``l.k`` by the change's ``k`` too:
+    every row the term outputs has ``l.k = o.k = d.k``)."""
     found = []
     for term in query.find_all(exp.Select):
         sources = _sources(term)
         changes = {name for name, source in sources.items() if _reads_only_changes(source)}
-        for condition in _conditions(term):
-            if not (isinstance(condition, (exp.EQ, exp.NullSafeEQ)) and isinstance(condition.this, exp.Column)
-                    and isinstance(condition.expression, exp.Column)):
-                continue
-            null_safe = isinstance(condition, exp.NullSafeEQ)
-            for left, right in ((condition.this, condition.expression), (condition.expression, condition.this)):
-                a, b = left.table, right.table
-                if a in changes and b in sources and b not in changes and _reads_a_table(sources[b]):
-                    found.append(Bound(term, a, left.name, b, right.name, null_safe))
+        seen = set()
+        for left, right, null_safe in _equalities(_conditions(term)):
+            a, b = left
+            if a in changes and right[0] in sources and right[0] not in changes and _reads_a_table(sources[right[0]]):
+                if (left, right) not in seen:
+                    seen.add((left, right))
+                    found.append(Bound(term, a, b, right[0], right[1], null_safe))
     return found
+
+
+def _equalities(conditions: list[exp.Expression]) -> list[tuple[tuple[str, str], tuple[str, str], bool]]:
+    """Each pair of columns (table alias, name) the conjuncts make equal, both ways, and
+    whether null-safely: those stated (``=`` or ``<=>``), then those a chain of ``=`` implies.
+    A NULL never satisfies ``=``, so along such a chain every column holds the same non-NULL
+    value; a ``<=>`` is not followed (NULL would match NULL)."""
+    stated, classes = [], []
+    for condition in conditions:
+        if not (isinstance(condition, (exp.EQ, exp.NullSafeEQ)) and isinstance(condition.this, exp.Column)
+                and isinstance(condition.expression, exp.Column)):
+            continue
+        this = (condition.this.table, condition.this.name)
+        other = (condition.expression.table, condition.expression.name)
+        null_safe = isinstance(condition, exp.NullSafeEQ)
+        stated += [(this, other, null_safe), (other, this, null_safe)]
+        if not null_safe:
+            joined = [c for c in classes if this in c or other in c]
+            classes = [c for c in classes if c not in joined] + [set().union({this, other}, *joined)]
+    implied = [(a, b, False) for c in classes for a in sorted(c) for b in sorted(c) if a != b]
+    return stated + implied
 
 
 @dataclass(frozen=True)
