@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ivm_sql.physical import materialize
 from ivm_sql.physical.cost import SMALL_CHANGE
-from ivm_sql.physical.execution import SMALL_DATA, SMALL_MERGE_ROWS, is_small_merge
+from ivm_sql.physical.execution import SMALL_MERGE_ROWS, SMALL_MERGE_TABLE, is_small_merge
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import Refresher
 
@@ -55,9 +55,9 @@ def refresh(project: Project, session) -> list:
 
 
 def test_a_merge_of_few_rows_into_a_small_table_is_small_whatever_its_sources() -> None:
-    assert is_small_merge(SMALL_MERGE_ROWS, SMALL_DATA - 1)
+    assert is_small_merge(SMALL_MERGE_ROWS, SMALL_MERGE_TABLE - 1)
     assert not is_small_merge(SMALL_MERGE_ROWS + 1, 1_000)
-    assert not is_small_merge(5, SMALL_DATA)
+    assert not is_small_merge(5, SMALL_MERGE_TABLE)  # interpreted, a MERGE pays per stored row
     assert not is_small_merge(5, None)  # a table of unknown size: compiled, as Spark would
 
 
