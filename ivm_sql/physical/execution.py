@@ -87,7 +87,7 @@ def scanned_versions(query: exp.Expression) -> list[tuple[str, int]]:
 # the flag followed the sources; the change a stage's MERGE writes is what it touches. A MERGE
 # joins the change with every row of the files it may touch, so, like a recompute, it pays
 # interpretation per stored row: bench/writes.py, a change of 200 rows (medians of 3, load
-# about 2): interpreted 1.35 s against 2.93 s compiled into 200 rows (18 kB), 1.51 s against
+# about 4, a test run beside it): interpreted 1.35 s against 2.93 s compiled into 200 rows (18 kB), 1.51 s against
 # 2.28 s into 20,000 (185 kB), but 4.28 s against 2.96 s into 200,000 (1.7 MB).
 SMALL_MERGE_ROWS = 10_000
 SMALL_MERGE_TABLE = 2**20
