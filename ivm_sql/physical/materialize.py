@@ -17,7 +17,8 @@ There are two ways to keep it, chosen by the size the change is expected to have
 
 A change expected small that turns out to hold more than ``LOCAL_MOST`` rows (a join term
 that fans a few changed rows out to many) is kept ``CACHED`` instead: it is then computed
-twice, which costs less than a huge plan.
+twice, which costs less than a huge plan. Over Spark Connect every change is ``CACHED``: the
+rows would have to cross into Python and back.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def materialized(spark, change: exp.Query, rows: int | None = None, way: str = C
         yield Change(change, rows)
         return
     frame = spark.sql(to_sql(change, pretty=False))
-    if way == LOCAL:
+    if way == LOCAL and hasattr(spark, "_jsparkSession"):  # rows kept in the JVM: not over Spark Connect
         local = _local_rows(spark, frame)
         if local is not None:
             kept, rows = local
