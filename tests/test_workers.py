@@ -90,3 +90,16 @@ def test_the_default_fits_the_machine() -> None:
     assert default_workers(1) == 2
     assert default_workers(2) == 3
     assert default_workers(64) == MOST
+
+
+def test_an_interruption_is_raised_at_once_not_after_the_running_plans() -> None:
+    """Ctrl-C (or a watch's second signal) reaches the calling thread: it must not wait for
+    a view still running, whose stages each commit alone (the workers are daemon threads)."""
+    work = Recorder({"slow": 2.0, "fast": 0.05})
+
+    def interrupted(result: str) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        in_dependency_order(["slow", "fast"], lambda plan: [], work, workers=2, done=interrupted)
+    assert ("end", "fast") in work.events and ("end", "slow") not in work.events

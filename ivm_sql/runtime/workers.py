@@ -17,9 +17,9 @@ stage at a version it recorded), and reports come back in the plans' order.
 from __future__ import annotations
 
 import os
+import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from pyspark import SparkContext
@@ -51,7 +51,12 @@ def in_dependency_order(plans: Sequence[Plan], depends_on: Callable[[Plan], Sequ
     """``work(plan)`` for every plan, at most ``workers`` at a time, each once the plans it
     depends on (among ``plans``) are done; ``done(result)`` in this thread as each ends.
     The results come back in the order of ``plans``. After a failure no plan starts; the
-    ones running finish, and the first failure is raised."""
+    ones running finish, and the first failure is raised.
+
+    The workers are daemon threads: when this thread is interrupted (Ctrl-C, a watch's
+    second signal), the interruption is raised at once, and the process may end without
+    waiting for the views still running. Each stage commits alone, so a view cut short is
+    left at a version it recorded, as after a kill."""
     if workers <= 1:
         results = []
         for plan in plans:
@@ -60,30 +65,43 @@ def in_dependency_order(plans: Sequence[Plan], depends_on: Callable[[Plan], Sequ
                 done(results[-1])
         return results
     work = _inheriting(work)
-    waiting, results = list(plans), {}
-    finished: set[int] = set()
-    running: dict[Future, Plan] = {}
+    tasks: queue.Queue = queue.Queue()
+    ended: queue.Queue = queue.Queue()
+
+    def worker() -> None:
+        while (plan := tasks.get()) is not None:
+            try:
+                ended.put((plan, work(plan), None))
+            except BaseException as error:  # noqa: BLE001 (raised in the calling thread)
+                ended.put((plan, None, error))
+
+    threads = [threading.Thread(target=worker, name=f"ivm-refresh-{n}", daemon=True) for n in range(workers)]
+    for thread in threads:
+        thread.start()
+    waiting, results, finished, running = list(plans), {}, set(), 0
     failure: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ivm-refresh") as pool:
+    try:
         while waiting or running:
             for plan in [p for p in waiting if failure is None and _ready(p, plans, depends_on, finished)]:
-                if len(running) >= workers:
+                if running >= workers:  # none waits in the queue: after a failure, none starts
                     break
                 waiting.remove(plan)
-                running[pool.submit(work, plan)] = plan
+                tasks.put(plan)
+                running += 1
             if not running:
                 break
-            ended, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in [f for f in running if f in ended]:  # in the order they started
-                plan = running.pop(future)
-                try:
-                    results[id(plan)] = future.result()
-                except BaseException as error:  # noqa: BLE001 (raised below, once the others end)
-                    failure = failure or error
-                    continue
-                finished.add(id(plan))
-                if done is not None:
-                    done(results[id(plan)])
+            plan, result, error = ended.get()
+            running -= 1
+            if error is not None:
+                failure = failure or error
+                continue
+            results[id(plan)] = result
+            finished.add(id(plan))
+            if done is not None:
+                done(result)
+    finally:
+        for _ in threads:
+            tasks.put(None)  # each worker ends after the plan it is on
     if failure is not None:
         raise failure
     return [results[id(plan)] for plan in plans]
