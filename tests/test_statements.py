@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ivm_sql.physical import materialize
 from ivm_sql.physical.cost import SMALL_CHANGE
 from ivm_sql.physical.execution import SMALL_MERGE_ROWS, SMALL_MERGE_TABLE, is_small_merge
@@ -40,6 +42,13 @@ class Recording:
 
     def __getattr__(self, name: str):
         return getattr(self._spark, name)
+
+
+@pytest.fixture
+def no_job_group(spark) -> None:
+    """Jobs are counted where the caller set no job group (``runtime.tally``); a test before
+    this one may have left its own on the thread."""
+    spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
 
 
 def open_project(spark, tmp_project: MakeProject, rows: int) -> Project:
@@ -79,6 +88,7 @@ def test_the_merge_runs_interpreted_when_the_change_it_writes_is_small(spark, tm
     assert not failures, failures
 
 
+@pytest.mark.usefixtures("no_job_group")
 def test_a_refresh_counts_the_statements_and_jobs_of_each_changed_stage(spark, tmp_project: MakeProject) -> None:
     project = open_project(spark, tmp_project, 10)
     first, = project.refresh()
@@ -110,6 +120,7 @@ def test_a_callers_job_group_keeps_its_jobs_and_the_count_is_unknown(spark, tmp_
     assert context.statusTracker().getJobIdsForGroup("callers-group")  # the refresh's jobs stayed in it
 
 
+@pytest.mark.usefixtures("no_job_group")
 def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(spark, tmp_project: MakeProject, monkeypatch) -> None:
     """The same one-row change, kept each way (``physical.materialize``): as local rows the
     MERGE reads it from its plan with no copy of its own, so the stage runs fewer jobs (the
