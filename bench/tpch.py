@@ -6,7 +6,9 @@ Generates TPC-H data with DuckDB's tpch extension (cached as Parquet in
 for each round, it applies TPC-H's refresh functions (RF1: new orders with their lineitems;
 RF2: old orders and their lineitems deleted), and times, in the same Spark session:
 
-  - `refresh()`: the incremental refresh of every view (per view and in total);
+  - `refresh()`: the incremental refresh of every view (per view and in total), with the
+    stages each view changed and the statements and Spark jobs they ran (``runtime.tally``),
+    and their average per changed stage; --workers sets how many views refresh at once;
   - a second `refresh()` with nothing changed;
   - `refresh(full=True)`: every view recomputed from scratch;
   - `CREATE OR REPLACE TABLE ... AS <select>` of each view's SELECT (CTAS).
