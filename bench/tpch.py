@@ -24,7 +24,9 @@ The refresh functions (--rf):
     harder case than TPC-H's: every file of orders and lineitem holds changed keys.
 
 After each incremental refresh every view is compared, as a bag, with its SELECT run by Spark
-(not timed). Prints a table per round; --json and --markdown keep the results.
+(not timed). Prints a table per round; --json and --markdown keep the results. --skip full and
+--skip check leave out the `--full` refresh and the comparison, which at SF 10 take as long as
+the rest of a round each.
 
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python bench/tpch.py --sf 0.1 --markdown /tmp/tpch.md
@@ -117,10 +119,10 @@ class Round:
     kind: str  # "official set N" or "scattered"
     dml_seconds: float
     incremental: Refresh
-    equal: dict[str, bool]
+    equal: dict[str, bool] | None  # None: not compared (--skip check)
     check_seconds: float
     no_change: Refresh
-    full: Refresh
+    full: Refresh | None  # None: not run (--skip full)
     ctas_seconds: float
     ctas: dict[str, float]
 
@@ -375,19 +377,20 @@ def ctas(project: Project, queries: list[str]) -> dict[str, float]:
 
 
 def run_round(project: Project, queries: list[str], round_no: int, functions: Callable[[], tuple[int, int]],
-              loaded_orders: int, kind: str, profiles: Path | None = None) -> Round:
+              loaded_orders: int, kind: str, profiles: Path | None = None, skip: frozenset[str] = frozenset()) -> Round:
     """``functions()`` applies one RF1 + RF2 and says how many orders each inserted, deleted.
-    ``profiles``: a folder for the profiles of its incremental and full refreshes."""
+    ``profiles``: a folder for the profiles of its incremental and full refreshes; ``skip``:
+    "full" and "check" leave out the full refresh and the comparison with the SELECTs."""
     profile = (lambda name: None) if profiles is None else (lambda name: profiles / f"round{round_no}-{name}.txt")  # noqa: E731
     (inserted, deleted), dml = timed(functions)
     log(f"round {round_no} ({kind}): RF1 of {inserted} and RF2 of {deleted} orders in {dml:.1f}s; incremental refresh")
     incremental = refresh(project, profile=profile("incremental"))
     log(f"round {round_no}: incremental {incremental.seconds:.1f}s; comparing with the SELECTs")
-    equal, check = timed(lambda: {name: equal_to_select(project, name) for name in queries})
+    equal, check = (None, 0.0) if "check" in skip else timed(lambda: {name: equal_to_select(project, name) for name in queries})
     no_change = refresh(project)
     log(f"round {round_no}: no-change refresh {no_change.seconds:.1f}s; full refresh")
-    full = refresh(project, full=True, profile=profile("full"))
-    log(f"round {round_no}: full {full.seconds:.1f}s; CTAS")
+    full = None if "full" in skip else refresh(project, full=True, profile=profile("full"))
+    log(f"round {round_no}: full {seconds_of(full)}s; CTAS")
     per_view, ctas_total = timed(lambda: ctas(project, queries))
     log(f"round {round_no}: CTAS {ctas_total:.1f}s")
     return Round(inserted / loaded_orders, inserted, deleted, kind, dml, incremental, equal, check, no_change, full,
@@ -424,7 +427,7 @@ def benchmark(root: Path, args: argparse.Namespace) -> Run:
         updates = update_sets(args.sf, args.sets)
         rounds = [
             run_round(project, args.queries, n, lambda n=n: official_functions(project, updates, n), rows["orders"],
-                      f"official set {n}", args.profile)
+                      f"official set {n}", args.profile, args.skip)
             for n in range(1, args.sets + 1)
         ]
     else:
@@ -432,7 +435,7 @@ def benchmark(root: Path, args: argparse.Namespace) -> Run:
         for n, fraction in enumerate(args.rounds, start=1):
             orders = max(1, round(fraction * rows["orders"]))
             functions = lambda n=n, orders=orders: scattered_functions(project, orders, loaded_max_key, args.seed, n)  # noqa: E731
-            rounds.append(run_round(project, args.queries, n, functions, rows["orders"], "scattered", args.profile))
+            rounds.append(run_round(project, args.queries, n, functions, rows["orders"], "scattered", args.profile, args.skip))
     info["load_average_end"] = os.getloadavg()[0]
     project.spark.stop()  # before the work dir goes: Spark holds the metastore in it
     return Run(info, args.sf, args.seed, args.rf, args.queries, rows, generated, loaded, first, rounds)
@@ -449,6 +452,14 @@ def round_title(number: int, r: Round) -> str:
     return f"Round {number}, {r.kind}: {r.fraction:.2%} of orders ({r.orders} in by RF1, {r.deleted} out by RF2)"
 
 
+def seconds_of(refresh: Refresh | ViewRun | None, digits: int = 1) -> str:
+    return "-" if refresh is None else f"{refresh.seconds:.{digits}f}"
+
+
+def equal_of(r: Round, name: str) -> str:
+    return "-" if r.equal is None else "yes" if r.equal[name] else "NO"
+
+
 def round_table(r: Round) -> tuple[list[str], list[list[str]]]:
     headers = ["view", "incremental s", "strategy", "stages", "statements", "jobs", "--full s", "CTAS s",
                "CTAS/incremental", "equal"]
@@ -456,19 +467,23 @@ def round_table(r: Round) -> tuple[list[str], list[list[str]]]:
     for name, view in r.incremental.views.items():
         ctas_s = r.ctas[name]
         rows.append([name, f"{view.seconds:.2f}", view.strategy, str(view.stages_changed), str(view.statements),
-                     "-" if view.jobs is None else str(view.jobs), f"{r.full.views[name].seconds:.2f}",
-                     f"{ctas_s:.2f}", ratio(ctas_s, view.seconds), "yes" if r.equal[name] else "NO"])
+                     "-" if view.jobs is None else str(view.jobs), seconds_of(r.full and r.full.views[name], 2),
+                     f"{ctas_s:.2f}", ratio(ctas_s, view.seconds), equal_of(r, name)])
     return headers, rows
 
 
 def round_totals(r: Round) -> str:
-    unequal = [name for name, ok in r.equal.items() if not ok]
+    if r.equal is None:
+        compared = "views not compared with their SELECT (--skip check)"
+    else:
+        unequal = [name for name, ok in r.equal.items() if not ok]
+        compared = f"NOT EQUAL: {', '.join(unequal)}" if unequal else f"all {len(r.equal)} views equal their SELECT"
+    full = "" if r.full is None else f", full/incremental {ratio(r.full.seconds, r.incremental.seconds)}"
     return (
-        f"total (wall): incremental {r.incremental.seconds:.1f}s, --full {r.full.seconds:.1f}s, CTAS {r.ctas_seconds:.1f}s; "
-        f"CTAS/incremental {ratio(r.ctas_seconds, r.incremental.seconds)}, full/incremental {ratio(r.full.seconds, r.incremental.seconds)}; "
+        f"total (wall): incremental {r.incremental.seconds:.1f}s, --full {seconds_of(r.full)}s, CTAS {r.ctas_seconds:.1f}s; "
+        f"CTAS/incremental {ratio(r.ctas_seconds, r.incremental.seconds)}{full}; "
         f"no-change refresh {r.no_change.seconds:.2f}s; RF1+RF2 {r.dml_seconds:.1f}s; "
-        f"incremental: {r.incremental.per_stage()}; "
-        + (f"NOT EQUAL: {', '.join(unequal)}" if unequal else f"all {len(r.equal)} views equal their SELECT")
+        f"incremental: {r.incremental.per_stage()}; {compared}"
     )
 
 
@@ -477,9 +492,9 @@ def summary_table(run: Run) -> tuple[list[str], list[list[str]]]:
                "CTAS s", "CTAS/incremental", "full/incremental", "per changed stage", "equal"]
     rows = [
         [str(number), r.kind, f"{r.orders}/{r.deleted}", f"{r.dml_seconds:.1f}", f"{r.incremental.seconds:.1f}",
-         f"{r.no_change.seconds:.2f}", f"{r.full.seconds:.1f}", f"{r.ctas_seconds:.1f}",
-         ratio(r.ctas_seconds, r.incremental.seconds), ratio(r.full.seconds, r.incremental.seconds),
-         r.incremental.per_stage(), f"{sum(r.equal.values())}/{len(r.equal)}"]
+         f"{r.no_change.seconds:.2f}", seconds_of(r.full), f"{r.ctas_seconds:.1f}",
+         ratio(r.ctas_seconds, r.incremental.seconds), "-" if r.full is None else ratio(r.full.seconds, r.incremental.seconds),
+         r.incremental.per_stage(), "-" if r.equal is None else f"{sum(r.equal.values())}/{len(r.equal)}"]
         for number, r in enumerate(run.rounds, start=1)
     ]
     return headers, rows
@@ -567,6 +582,13 @@ def workdir(path: Path | None) -> Iterator[Path]:
     yield path
 
 
+def skipped(text: str) -> frozenset[str]:
+    parts = frozenset(part.strip() for part in text.split(",") if part.strip())
+    if not parts <= {"full", "check"}:
+        raise argparse.ArgumentTypeError(f"--skip takes full and check, got {text!r}")
+    return parts
+
+
 def spark_setting(text: str) -> tuple[str, str]:
     key, equals, value = text.partition("=")
     if not equals or not key.strip():
@@ -592,6 +614,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2024, help="scattered: seed of the hashes that pick the orders of RF1 and RF2")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="write a wall-clock profile of each round's incremental and full refresh into DIR (pyinstrument)")
+    parser.add_argument("--skip", type=skipped, default=frozenset(), metavar="full,check",
+                        help="leave out each round's --full refresh and/or the comparison of the views with their SELECTs")
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
