@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
-from contextlib import contextmanager
+import threading
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Callable, ContextManager, Iterator, List, Optional
 
 import typer
 from rich.console import Console
@@ -14,7 +16,7 @@ from rich.table import Table
 
 from ivm_sql import report_json
 from ivm_sql.errors import IvmError
-from ivm_sql import server as servers
+from ivm_sql import server as servers, server_record as records
 from ivm_sql.graph import Format, choose_format, draw, image_path, text
 from ivm_sql.progress import RefreshProgress, round_line
 from ivm_sql.project import Project
@@ -29,13 +31,65 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 def _console(stderr: bool) -> Console:
-    """Never wrap long lines (SQL and errors must survive a pipe); wide tables off a terminal."""
+    """Never wrap long lines (SQL and errors must survive a pipe); wide tables off a terminal.
+    It writes to whatever sys.stdout (or sys.stderr) is when it prints."""
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=None if stream.isatty() else 250)
 
 
-out = _console(stderr=False)
-err = _console(stderr=True)
+def _client_console(stream, columns: int | None, environ: dict[str, str]) -> Console:
+    """The same on a client's stream in the server, as the client's terminal shows it."""
+    terminal = stream.isatty()
+    return Console(file=stream, force_terminal=terminal, highlight=False, soft_wrap=True,
+                   width=(columns if terminal else 250), _environ=environ)
+
+
+def _open_project(path: Path, verbose: bool) -> ContextManager[Project]:
+    return nullcontext(Project.open(path, verbose=verbose))
+
+
+class _Consoles(threading.local):
+    """The consoles of the command this thread runs, and how it opens its project: on this
+    process's own standard output and error, or, in the project's server (``ivm_sql.host``),
+    on its client's, with the server's warm projects."""
+
+    def __init__(self) -> None:
+        self.hosted = False
+        self.out = _console(stderr=False)
+        self.err = _console(stderr=True)
+        self.open_project: Callable[[Path, bool], ContextManager[Project]] = _open_project
+
+
+_consoles = _Consoles()
+
+
+@contextmanager
+def hosted(out_stream, err_stream, columns: int | None, environ: dict[str, str],
+           open_project: Callable[[Path, bool], ContextManager[Project]]) -> Iterator[None]:
+    """In the server: this thread's command writes to a client's streams, shown as its
+    terminal would show them, and opens its project with ``open_project``."""
+    _consoles.hosted, _consoles.open_project = True, open_project
+    _consoles.out = _client_console(out_stream, columns, environ)
+    _consoles.err = _client_console(err_stream, columns, environ)
+    try:
+        yield
+    finally:
+        _consoles.hosted, _consoles.open_project = False, _open_project
+        _consoles.out, _consoles.err = _console(stderr=False), _console(stderr=True)
+
+
+class _ThisThreads:
+    """``out`` or ``err``: the console of the command the calling thread runs."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        return getattr(getattr(_consoles, self._name), attribute)
+
+
+out = _ThisThreads("out")
+err = _ThisThreads("err")
 
 
 @app.callback()
@@ -56,9 +110,9 @@ def opened(ctx: typer.Context, as_json: bool = False, lines: bool = False) -> It
     when interrupted). With ``as_json``, the failure is also a JSON document on stdout, on
     one line with ``lines`` (after the JSON lines of `refresh --watch`)."""
     try:
-        project = Project.open(ctx.obj["path"], verbose=ctx.obj["verbose"])
-        yield project
-        project.save_analysis()  # only after a command that succeeded: a failed one changes nothing
+        with _consoles.open_project(ctx.obj["path"], ctx.obj["verbose"]) as project:
+            yield project
+            project.save_analysis()  # only after a command that succeeded: a failed one changes nothing
     except typer.Exit:  # a command's own exit code (a verify mismatch, a refusal)
         raise
     except IvmError as error:
@@ -202,7 +256,8 @@ def refresh(
                 f"{report.view:<32} {report.rows_in:>8} {report.rows_out:>9} {report.seconds:>6.1f}s  {report.strategy}{bounded}"
             )
 
-        with RefreshProgress(out, live=out.is_terminal) as progress:
+        # the console itself, not this thread's: workers and the live bar's own thread print too
+        with RefreshProgress(_consoles.out, live=out.is_terminal, redirect=not _consoles.hosted) as progress:
             project.refresh(views or None, full=full, on_stage=progress.stage, on_view=show)
         _notes(project)
 
@@ -390,7 +445,7 @@ server = typer.Typer(
 app.add_typer(server, name="server")
 
 
-def _describe(record: servers.ServerRecord) -> str:
+def _describe(record: records.ServerRecord) -> str:
     return f"at {record.url} (pid {record.pid}) since {record.since:%Y-%m-%d %H:%M:%S} UTC"
 
 
@@ -412,7 +467,7 @@ def server_stop(ctx: typer.Context) -> None:
         record, found = servers.stop(project.root)
         if record is None:
             out.print(f"no ivm server runs for {project.root}", markup=False)
-        elif found is servers.State.GONE:
+        elif found is records.State.GONE:
             out.print(f"the ivm server for {record.root} (pid {record.pid}) was already gone; its record is removed", markup=False)
         else:
             out.print(f"stopped the ivm server for {record.root} (pid {record.pid})", markup=False)
@@ -425,14 +480,14 @@ def server_status(ctx: typer.Context) -> None:
         if project.config.spark.remote is not None:
             out.print(f"{project.root} connects to {project.config.spark.remote} (spark.remote in ivm.yaml)", markup=False)
             return
-        record = servers.read_record(project.root)
-        found = servers.state(record) if record is not None else None
-        if found is servers.State.RUNNING:
+        record = records.read_record(project.root)
+        found = records.state(record) if record is not None else None
+        if found is records.State.RUNNING:
             out.print(f"running: ivm server for {record.root} {_describe(record)}", markup=False)
             return
         if record is None:
             out.print(f"not running: no ivm server for {project.root}", markup=False)
-        elif found is servers.State.NOT_ANSWERING:
+        elif found is records.State.NOT_ANSWERING:
             out.print(f"not answering: the ivm server for {record.root} (pid {record.pid}) lives but does not answer "
                       f"at {record.url}; it may be starting, else end it with `ivm server stop`", markup=False)
         else:
@@ -440,6 +495,23 @@ def server_status(ctx: typer.Context) -> None:
             out.print(f"gone: the ivm server for {record.root} (pid {record.pid}, {record.url}) has ended; "
                       "its record is removed", markup=False)
     raise typer.Exit(1)
+
+
+@server.command("env")
+def server_env(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print {\"remote\", \"token\"} instead.")) -> None:
+    """Print the running server's Spark Connect endpoint and token for other clients:
+    `eval "$(ivm server env)"` sets SPARK_REMOTE and SPARK_CONNECT_AUTHENTICATE_TOKEN, which
+    pyspark, notebooks and spark-pipelines read."""
+    with opened(ctx, as_json) as project:
+        record = records.endpoint(project.root)
+        if record is None:
+            raise IvmError(f"no ivm server runs for {project.root}", hint="start it: `ivm server start`")
+        token = records.server_token(record).value
+        if as_json:
+            typer.echo(report_json.dumps({"remote": record.url, "token": token}))
+            return
+        typer.echo(f"export SPARK_REMOTE={shlex.quote(record.url)}")
+        typer.echo(f"export {records.TOKEN_VARIABLE}={shlex.quote(token)}")
 
 
 if __name__ == "__main__":  # python -m ivm_sql.cli

@@ -21,7 +21,7 @@ class RefreshProgress:
     """Prints the per-view lines of a refresh on ``console``, with a live bar below them when
     ``live`` (the console is a terminal)."""
 
-    def __init__(self, console: Console, live: bool):
+    def __init__(self, console: Console, live: bool, redirect: bool = True):
         self.console = console
         # the count and the time keep their width: on a narrow terminal, the spinner and the
         # bar give way and the description is cut short
@@ -29,7 +29,9 @@ class RefreshProgress:
         self.bar = Progress(
             SpinnerColumn(), MofNCompleteColumn(**fixed), TimeElapsedColumn(**fixed), BarColumn(bar_width=20),
             TextColumn("{task.description}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis")),
-            console=console, transient=True,
+            # ``redirect``: print() goes above the bar; never in the server, where it would
+            # swap sys.stdout under every other command
+            console=console, transient=True, redirect_stdout=redirect, redirect_stderr=redirect,
         ) if live else None
         self.task: TaskID | None = None
 

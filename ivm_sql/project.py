@@ -23,11 +23,12 @@ from ivm_sql.config import Config, load_config
 from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
+from ivm_sql.locate import CONFIG_FILE, SPEC_FILE_NAMES, find_spec, is_ivm_project
 from ivm_sql.pipelines import pipeline as pipelines, streaming
 from ivm_sql.pipelines.settings import pipeline_config
 from ivm_sql.pipelines.python_datasets import PythonDataset
 from ivm_sql.pipelines.sources import check_sources
-from ivm_sql.pipelines.spec import SPEC_FILE_NAMES, PipelineSpec, find_spec, load_spec
+from ivm_sql.pipelines.spec import PipelineSpec, load_spec
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import concurrent, delta_log, lifecycle, workers
 from ivm_sql.runtime import watch as watching
@@ -35,8 +36,6 @@ from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.verify import VerifyResult, verify_view
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
 from ivm_sql.viewdefs import ViewDef, load_views
-
-CONFIG_FILE = "ivm.yaml"
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,7 @@ class Project:
         (already configured for Delta) is used instead of building one."""
         root = Path(path).resolve()
         config_path = root / CONFIG_FILE
-        if config_path.is_file() and not any((root / name).is_file() for name in SPEC_FILE_NAMES):
+        if is_ivm_project(root):
             return cls(root, load_config(config_path), spark, verbose)
         spec_path = find_spec(root)
         if spec_path is None:
@@ -136,6 +135,14 @@ class Project:
 
     def _use_database(self) -> None:
         use_database(self.spark, self.database)
+
+    def keep_warm(self, earlier: "Project") -> None:
+        """Take over what an earlier Project of the same folder and settings learned (the
+        server's previous command, ``ivm_sql.host``): the compiled plans of views that did not
+        change, the schemas Spark's analysis answered, the folders of ivm's tables. Each is
+        keyed by what it depends on, as across the rounds of a watch."""
+        if earlier.root == self.root and earlier.config == self.config and earlier.spec == self.spec:
+            self._plans, self._analysis, self._locations = earlier._plans, earlier._analysis, earlier._locations
 
     def save_analysis(self) -> None:
         """Keep what Spark's analysis answered in ``.ivm`` for the next command (when ivm

@@ -25,13 +25,12 @@ import logging
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from delta import configure_spark_with_delta_pip
@@ -40,6 +39,7 @@ from pyspark.sql import SparkSession
 
 from ivm_sql.config import TOKEN_HINT, Config, SparkSettings, connect_address
 from ivm_sql.errors import EnvironmentProblem
+from ivm_sql.server_record import Token, answers, endpoint, server_token
 
 MIN_JAVA = 17
 JAVA_ADVICE = (
@@ -176,30 +176,6 @@ def ivy_lock(path: Path = IVY_LOCK) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def answers(host: str, port: int, timeout: float = CONNECT_TIMEOUT) -> bool:
-    """Whether something accepts TCP connections at host:port within ``timeout`` seconds."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-@dataclass(frozen=True)
-class Token:
-    """A Spark Connect token, and what to tell the user if the server refuses it.
-
-    The token is sent as gRPC call credentials; pyspark sends them without TLS (over gRPC's
-    local credentials) only to a host written ``localhost``, and insists on TLS for any
-    other (``ChannelBuilder.toChannel``). It is never shown: not in a URL ivm prints, not in
-    a message, not in this object's repr.
-    """
-
-    value: str = field(repr=False)
-    source: str  # where it came from, e.g. "the environment variable MY_TOKEN"
-    hint: str  # what to do when the server refuses it
-
-
 def remote_token(spark: SparkSettings) -> Token | None:
     """The token for ``spark.remote``, from the environment variable ivm.yaml names in
     ``spark.token_env``; None when it names none. Named but unset (or empty) is an error."""
@@ -221,7 +197,7 @@ def connect_session(url: str, settings: dict[str, str] | None = None, token: Tok
     endpoint that does not answer is one message, at once, not pyspark's minutes of
     retries; so is one that refuses the token (or its absence)."""
     host, port = connect_address(url)
-    if not answers(host, port):
+    if not answers(host, port, CONNECT_TIMEOUT):
         raise EnvironmentProblem(
             f"no Spark Connect server answers at {url}",
             hint="start it, or fix spark.remote in ivm.yaml (or run `ivm server start`)",
@@ -241,9 +217,14 @@ def connect_session(url: str, settings: dict[str, str] | None = None, token: Tok
     except Exception as exc:  # a missing client package, a refused token, ...
         _forget_failed_session()
         raise _connect_failure(url, token, exc) from None
+    quiet_query_logs()
+    return spark
+
+
+def quiet_query_logs() -> None:
+    """No log record, with its Java stack, of each failed query: ivm says what failed."""
     for name in QUERY_CONTEXT_LOGGERS:
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-    return spark
 
 
 def _with_token(url: str, token: Token | None) -> str:
@@ -297,6 +278,21 @@ def cancel_jobs(spark) -> None:
         spark.sparkContext.cancelAllJobs()
 
 
+# In the server (``ivm_sql.host``), the session of the command a thread runs: every command
+# gets a session of its own on the server's one Spark.
+_hosted = threading.local()
+
+
+@contextmanager
+def hosted(spark: SparkSession) -> Iterator[None]:
+    """Inside, ``build_session`` in this thread returns ``spark``."""
+    _hosted.spark = spark
+    try:
+        yield
+    finally:
+        _hosted.spark = None
+
+
 def _local_catalog(config: Config) -> bool:
     """Whether the catalog is the project's own Derby metastore under ``.ivm`` (any master),
     rather than an external metastore named in ivm.yaml's spark.conf."""
@@ -312,16 +308,23 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
     the first start on a machine fetches Delta's jar from Maven Central (through Ivy) and
     caches it.
     """
+    hosted = getattr(_hosted, "spark", None)
+    if hosted is not None:
+        return hosted
     existing = SparkSession.getActiveSession()
     if existing is not None:
         return existing
     if config.spark.remote is not None:
         return connect_session(config.spark.remote, session_settings(config, project_dir), remote_token(config.spark))
-    from ivm_sql.server import endpoint, server_token  # the server module builds on this one
-
     record = endpoint(project_dir)
     if record is not None:  # the server was started with this project's settings
         return connect_session(record.url, token=server_token(record))
+    return embedded_session(config, project_dir, verbose)
+
+
+def embedded_session(config: Config, project_dir: Path, verbose: bool = False, extra: dict[str, str] | None = None) -> SparkSession:
+    """Start Spark in this process with the project's settings and ``extra`` ones (the
+    server's Connect endpoint, ``ivm_sql.host``), and open its catalog."""
     check_java()
     if config.is_embedded:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -330,7 +333,7 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
     log_path = state_dir / "spark.log"
 
     builder = SparkSession.builder.master(config.spark.master).appName(config.spark.app_name)
-    for key, value in start_settings(config, project_dir).items():
+    for key, value in {**start_settings(config, project_dir), **(extra or {})}.items():
         builder = builder.config(key, value)
 
     log_start = log_path.stat().st_size if log_path.exists() else 0
@@ -351,8 +354,7 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
         ) from exc
     spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     if not verbose:
-        for name in QUERY_CONTEXT_LOGGERS:
-            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+        quiet_query_logs()
     if _local_catalog(config):
         _open_catalog(spark, log_path, log_start)
     return spark

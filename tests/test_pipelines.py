@@ -24,7 +24,8 @@ from ivm_sql.cli import app
 from ivm_sql.errors import ConfigError, RefreshError, SqlError, UnsupportedError
 from ivm_sql.pipelines.pipeline import load_pipeline
 from ivm_sql.pipelines.python_datasets import python_datasets
-from ivm_sql.pipelines.spec import find_spec, load_spec
+from ivm_sql.locate import find_spec
+from ivm_sql.pipelines.spec import load_spec
 from ivm_sql.project import Project
 
 VENV_BIN = Path(sys.executable).parent

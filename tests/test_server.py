@@ -1,4 +1,4 @@
-"""`ivm server` on a real Spark Connect server, driven through the `ivm` executable.
+"""`ivm server` on a real server, driven through the `ivm` executable (``ivm_sql.client``).
 
 One server runs for the whole module, for a copy of the demo project in a folder of its own
 (its own Derby catalog, so it never meets the test run's embedded session). Every command
@@ -11,8 +11,10 @@ nothing the catalog does not. A server whose process lives but does not answer s
 the catalog, so commands stop at once with one message.
 
 The server asks every client for the token in its record (mode 0600, in a folder of mode
-0700): a client without it, or with another, is refused; ivm's commands and its Python API
-send it.
+0700): a client without it, or with another, is refused, on its Spark Connect endpoint and on
+the socket ivm's commands are sent over; ivm's commands and its Python API send it. A command
+sent to the server runs there (the client loads no Spark), and the client passes on Ctrl-C;
+a server stopped or killed during a command is said so.
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from pathlib import Path
 
 import pytest
 
+from ivm_sql import wire
 from ivm_sql.runtime.delta_log import DeltaLog, HistoryFolder, LocalFolder
-from ivm_sql.server import SERVER_CLASS, ServerRecord, read_record, record_path, stop
-from ivm_sql.server import write_record as write
+from ivm_sql.server import stop
+from ivm_sql.server_record import ServerRecord, read_record, record_path
+from ivm_sql.server_record import write_record as write
 
 pytestmark = pytest.mark.server
 
@@ -47,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 def ivm(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """The `ivm` executable on the project ``root``; no traceback, whatever the outcome."""
     result = subprocess.run(
-        [sys.executable, "-m", "ivm_sql.cli", "-p", str(root), *args],
+        [sys.executable, "-m", "ivm_sql.client", "-p", str(root), *args],
         capture_output=True, text=True, timeout=timeout, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
     )
     assert "Traceback" not in result.stdout + result.stderr, result.stderr
@@ -92,7 +96,8 @@ def test_the_record_and_its_folder_are_the_owners_alone(served: tuple[Path, Serv
     assert record.token and len(record.token) >= 40
     assert record.token not in repr(record)
     command_line = Path(f"/proc/{record.pid}/cmdline").read_bytes()  # what `ps` shows everyone
-    assert SERVER_CLASS.encode() in command_line and record.token.encode() not in command_line
+    assert b"ivm_sql.host" in command_line and record.token.encode() not in command_line
+    assert record.socket == str(root / ".ivm" / "server.sock") and mode(Path(record.socket)) == 0o600
     assert record.token not in ok(root, "server", "status") + ok(root, "server", "start")
 
 
@@ -155,7 +160,7 @@ def test_refresh_watch_through_the_server_and_spark_remote(served: tuple[Path, S
     here is undone by the next, so the tests after it see the data as before."""
     root, record = served
     watching = subprocess.Popen(
-        [sys.executable, "-m", "ivm_sql.cli", "-p", str(root), "refresh", "--watch", "--every", "200ms", "--json"],
+        [sys.executable, "-m", "ivm_sql.client", "-p", str(root), "refresh", "--watch", "--every", "200ms", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
     )
     lines: queue.Queue[str] = queue.Queue()
@@ -186,19 +191,111 @@ def test_refresh_watch_through_the_server_and_spark_remote(served: tuple[Path, S
 
 
 def test_ivm_meeting_a_refusal_says_so(served: tuple[Path, ServerRecord]) -> None:
-    """A record whose token is not the server's (stale, or changed): one message, exit 1."""
+    """A record whose token is not the server's (stale, or changed): one message, exit 1,
+    from the socket for a command the server runs and from Spark Connect for one it does not."""
     root, record = served
     try:
         write(replace(record, token="not-the-servers"))
         refused = ivm(root, "sql", "SELECT 1", timeout=60)
         assert refused.returncode == 1 and refused.stdout == ""
         assert refused.stderr.startswith(
+            f"environment: the ivm server for {root} refused the token from this project's server record (a wrong token, or none)"
+        )
+        connect = ivm(root, "graph", timeout=60)  # not sent to the server: this process connects
+        assert connect.returncode == 1 and connect.stderr.startswith(
             f"environment: the Spark Connect server at sc://localhost:{record.port} refused the token from this project's server record"
         )
-        assert "`ivm server stop`, then `ivm server start`" in refused.stderr
-        assert "not-the-servers" not in refused.stderr
+        for answer in (refused, connect):
+            assert "`ivm server stop`, then `ivm server start`" in answer.stderr and "not-the-servers" not in answer.stderr
     finally:
         write(record)
+
+
+@pytest.mark.parametrize("request_sent", [
+    {"argv": ["sql", "SELECT 1"]},
+    {"token": "wrong", "argv": ["sql", "SELECT 1"]},
+    {"token": 42, "argv": ["sql", "SELECT 1"]},
+], ids=["no-token", "wrong-token", "not-a-string"])
+def test_the_socket_refuses_a_client_without_the_token(served: tuple[Path, ServerRecord], request_sent: dict) -> None:
+    """ivm's own channel asks for the same token as Spark Connect's endpoint, and runs nothing
+    for a client without it."""
+    root, record = served
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.settimeout(60)
+        client.connect(record.socket)
+        wire.send(client, request_sent)
+        assert wire.receive(client) == {"refused": "a wrong token, or none"}
+        assert wire.receive(client) is None  # and it hangs up
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as silent:  # one that says nothing and goes
+        silent.connect(record.socket)
+    assert "6" in ok(root, "sql", "SELECT count(*) FROM orders").split()  # the server serves on
+
+
+def test_a_command_runs_in_the_server_and_its_client_loads_no_spark(served: tuple[Path, ServerRecord]) -> None:
+    root, _ = served
+    program = (
+        "import sys\n"
+        "from ivm_sql import client\n"
+        f"code = client.through_server(['-p', {str(root)!r}, 'sql', 'SELECT 40 + 2 AS answer'])\n"
+        "print(code, 'pyspark' in sys.modules, 'ivm_sql.cli' in sys.modules, 'sqlglot' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "42" in result.stdout and result.stdout.splitlines()[-1] == "0 False False False"
+    refreshed = json.loads(ok(root, "refresh", "--json"))  # --json comes back as it is
+    assert len(refreshed["views"]) == 4
+
+
+def test_two_commands_at_once_run_side_by_side(served: tuple[Path, ServerRecord]) -> None:
+    """A long query from one terminal does not hold up a short one from another."""
+    root, _ = served
+    long_query = subprocess.Popen(
+        [sys.executable, "-m", "ivm_sql.client", "-p", str(root), "sql", "SELECT count(*) AS n FROM range(0, 300000000)"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert "6" in ok(root, "sql", "SELECT count(*) FROM orders").split()
+        out, err = long_query.communicate(timeout=300)
+        assert long_query.returncode == 0, err
+        assert "300000000" in out
+    finally:
+        long_query.kill()
+
+
+ENDLESS = "SELECT sum(id * 7 % 13) FROM range(0, 1000000000000000) a"  # runs for days: whatever ends it is what is tested
+
+
+def start_endless(root: Path) -> subprocess.Popen:
+    """An `ivm sql` the server runs until something stops it, started once its job runs."""
+    command = subprocess.Popen([sys.executable, "-m", "ivm_sql.client", "-p", str(root), "sql", ENDLESS],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(5)  # the client sends at once; the query runs until stopped
+    assert command.poll() is None
+    return command
+
+
+def test_ctrl_c_interrupts_the_command_in_the_server(served: tuple[Path, ServerRecord]) -> None:
+    root, _ = served
+    command = start_endless(root)
+    try:
+        command.send_signal(signal.SIGINT)
+        out, err = command.communicate(timeout=120)
+        assert command.returncode == 130 and err.splitlines()[-1] == "interrupted" and out == ""
+    finally:
+        command.kill()
+    assert "6" in ok(root, "sql", "SELECT count(*) FROM orders").split()  # its jobs are gone, the server serves
+
+
+def test_server_env_gives_other_clients_the_endpoint(served: tuple[Path, ServerRecord]) -> None:
+    root, record = served
+    lines = ok(root, "server", "env").splitlines()
+    assert lines == [f"export SPARK_REMOTE={record.url}", f"export SPARK_CONNECT_AUTHENTICATE_TOKEN={record.token}"]
+    program = "from pyspark.sql import SparkSession\nprint(SparkSession.builder.getOrCreate().sql('SELECT count(*) FROM shop.orders').collect()[0][0])\n"
+    shell = f'eval "$({sys.executable} -m ivm_sql.client -p {root} server env)" && {sys.executable} -c "$PROGRAM"'
+    result = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300, env={**os.environ, "PROGRAM": program})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-1] == "6"
+    assert json.loads(ok(root, "server", "env", "--json")) == {"remote": record.url, "token": record.token}
 
 
 def test_a_log_read_through_spark_sql_says_what_the_files_say(served: tuple[Path, ServerRecord]) -> None:
@@ -259,7 +356,7 @@ def test_a_server_that_does_not_answer_is_an_error_not_a_hang(tmp_path: Path) ->
     record is removed only by `ivm server stop`, which ends the process."""
     (tmp_path / "ivm.yaml").write_text("database: shop\n")
     stand_in = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)", SERVER_CLASS], start_new_session=True
+        [sys.executable, "-c", "import time; time.sleep(120)", "ivm_sql.host"], start_new_session=True
     )
     try:
         write_record(tmp_path, stand_in.pid, port=1)
@@ -276,9 +373,33 @@ def test_a_server_that_does_not_answer_is_an_error_not_a_hang(tmp_path: Path) ->
         stand_in.kill()
 
 
-def test_a_killed_server_is_reported_and_commands_fall_back(served: tuple[Path, ServerRecord]) -> None:
-    root, record = served
-    os.kill(record.pid, signal.SIGKILL)
+def test_a_server_stopped_or_killed_during_a_command_says_so(served: tuple[Path, ServerRecord]) -> None:
+    """`ivm server stop` interrupts the commands it runs and tells them; a server killed
+    outright leaves its client one message. Then commands fall back to a Spark of their own,
+    on the same catalog. (Last in the module: it ends the server.)"""
+    root, _ = served
+    command = start_endless(root)
+    try:
+        assert ok(root, "server", "stop").startswith("stopped the ivm server")
+        out, err = command.communicate(timeout=120)
+        assert command.returncode == 130
+        assert err.splitlines()[0] == "ivm server: stopping (ivm server stop); this command is interrupted"
+        assert err.splitlines()[-1] == "interrupted"
+    finally:
+        command.kill()
+    assert read_record(root) is None and not (root / ".ivm" / "server.sock").exists()
+
+    assert ok(root, "server", "start").startswith("started")
+    record = read_record(root)
+    command = start_endless(root)
+    try:
+        os.kill(record.pid, signal.SIGKILL)
+        out, err = command.communicate(timeout=120)
+        assert command.returncode == 1
+        assert err.startswith(f"environment: the ivm server for {root} ended during this command")
+    finally:
+        command.kill()
+
     gone = ivm(root, "server", "status", timeout=30)
     assert gone.returncode == 1
     assert gone.stdout.strip() == (
@@ -286,7 +407,7 @@ def test_a_killed_server_is_reported_and_commands_fall_back(served: tuple[Path, 
     )
     assert not record_path(root).exists()
 
-    write_record(root, record.pid, record.port)  # as the kill left it, for a command to find
+    write(record)  # as the kill left it, socket file and all, for a command to find
     fallback = ivm(root, "sql", "SELECT revenue FROM revenue_by_country WHERE country = 'US'")
     assert fallback.returncode == 0, fallback.stderr
     assert f"ivm server (pid {record.pid}) is gone; running Spark in this command" in fallback.stderr

@@ -20,7 +20,6 @@ import yaml
 from ivm_sql.config import IDENTIFIER, compose_file, node_reader
 from ivm_sql.errors import ConfigError, Location
 
-SPEC_FILE_NAMES = ("spark-pipeline.yaml", "spark-pipeline.yml")  # the order spark-pipelines tries
 FIELDS = ("name", "storage", "catalog", "database", "schema", "configuration", "libraries")
 REQUIRED = ("name", "storage")
 # ivm keeps its tables in Spark's session catalog (the one its metastore serves)
@@ -50,20 +49,6 @@ class PipelineSpec:
     def root(self) -> Path:
         """The folder the library globs are relative to: the spec's."""
         return self.path.parent
-
-
-def find_spec(folder: Path) -> Path | None:
-    """The spec file in ``folder`` or its nearest ancestor holding one; None if there is none."""
-    for candidate in (folder, *folder.parents):
-        found = [candidate / name for name in SPEC_FILE_NAMES if (candidate / name).is_file()]
-        if len(found) > 1:
-            raise ConfigError(
-                f"two pipeline specs in {candidate}: {found[0].name} and {found[1].name}",
-                location=Location(found[1]), hint="keep one of them, as spark-pipelines requires",
-            )
-        if found:
-            return found[0]
-    return None
 
 
 def load_spec(path: Path) -> PipelineSpec:

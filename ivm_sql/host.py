@@ -1,0 +1,343 @@
+"""The process of ``ivm server``: one warm Spark for the project, and ivm's commands run in it.
+
+``ivm server start`` (``ivm_sql.server``) starts ``python -m ivm_sql.host ROOT PORT``. It
+starts Spark embedded, with the project's settings and Spark Connect's plugin, so one JVM
+serves two kinds of client:
+
+- ``ivm`` itself (``ivm_sql.client``) sends its command line over a Unix socket. The command
+  runs here, in a thread of its own with a Spark session of its own, exactly as the CLI runs
+  it in a process of its own (``cli.app``), its output streamed back. Every statement is a
+  py4j call inside this process instead of a Spark Connect round trip, and the JVM's plans,
+  Delta log caches and the catalog stay warm between commands. This is how Gradle's daemon
+  and sbt's server serve their thin clients.
+- Notebooks, ``spark-pipelines`` and ``spark.remote`` users reach Spark Connect's endpoint
+  on 127.0.0.1:PORT, with the same catalog.
+
+Who may send commands: the socket lives in the project's ``.ivm`` folder (mode 0700; a
+deep project's in a private folder of the temporary directory), the server checks that the
+peer process is its own user's (``SO_PEERCRED``), and the first message must carry the token
+of ``.ivm/server.json``, which only the owner can read. The same token guards the Connect
+endpoint; it reaches the JVM in the environment (``SPARK_CONNECT_AUTHENTICATE_TOKEN``),
+never on a command line.
+
+Interruptions: the client forwards Ctrl-C and SIGTERM. The command's Spark jobs are
+cancelled (by a job tag of its own) and ``KeyboardInterrupt`` is raised in its thread, so it
+ends as an interrupted command ends in its own process: "interrupted", exit 130, every view
+as consistent as after a kill. A client that goes away interrupts its command the same way.
+SIGTERM to the server (``ivm server stop``) interrupts the commands still running, tells
+their clients, and stops Spark.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hmac
+import io
+import os
+import signal
+import socket
+import struct
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ivm_sql import cli, wire
+from ivm_sql.config import Config
+from ivm_sql.errors import IvmError
+from ivm_sql.project import Project
+from ivm_sql.server_record import HOST_ADDRESS, TOKEN_VARIABLE, socket_path
+from ivm_sql.session import embedded_session, hosted, quiet_query_logs
+
+CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+DRAIN_SECONDS = 10.0  # how long a stopping server waits for its interrupted commands to end
+
+
+def serving_settings(config: Config, port: int) -> dict[str, str]:
+    """Spark Connect's endpoint inside the driver, on loopback at ``port``."""
+    settings = {
+        "spark.log.level": "WARN",  # not a line per request into server.log
+        "spark.plugins": CONNECT_PLUGIN,
+        "spark.connect.grpc.binding.address": HOST_ADDRESS,
+        "spark.connect.grpc.binding.port": str(port),
+    }
+    # With a local master, Spark's own driver ports (RPC, block manager) ask for a secret
+    # too, one Spark makes at start and keeps in the JVM: the server runs for long, and they
+    # are on this machine's loopback as well. (A cluster master needs a secret shared with
+    # its workers, which is the cluster's to set in ivm.yaml's spark.conf.)
+    if config.spark.master.startswith("local"):
+        settings["spark.authenticate"] = "true"
+    return settings
+
+
+class ThreadStreams(io.TextIOBase):
+    """The server's ``sys.stdout`` (or ``sys.stderr``): what a command's thread writes goes
+    to its client; any other thread's, to the server's log."""
+
+    def __init__(self, default: io.TextIOBase):
+        self._default = default
+        self._local = threading.local()
+
+    def use(self, stream: io.TextIOBase | None) -> None:
+        self._local.stream = stream
+
+    def _target(self) -> io.TextIOBase:
+        return getattr(self._local, "stream", None) or self._default
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def isatty(self) -> bool:
+        return self._target().isatty()
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+
+class ClientStream(io.TextIOBase):
+    """The client's standard output or error, as one kind of message (``wire``)."""
+
+    def __init__(self, connection: socket.socket, kind: str, terminal: bool, lock: threading.Lock):
+        self._connection, self._kind, self._terminal, self._lock = connection, kind, terminal, lock
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):  # how click tells a text stream from a binary one
+            raise TypeError("a text stream")
+        if text:
+            with self._lock:
+                try:
+                    wire.send(self._connection, {self._kind: text})
+                except OSError:  # the client went away: its command is being interrupted
+                    pass
+        return len(text)
+
+    def isatty(self) -> bool:
+        return self._terminal
+
+    @property
+    def encoding(self) -> str:
+        return "utf-8"
+
+
+class WarmProjects:
+    """What each command learned of its project, for the next command of the same project:
+    one command at a time takes it (two at once would write the same dicts), and a command
+    that finds it taken starts cold."""
+
+    def __init__(self) -> None:
+        self._idle: dict[Path, Project] = {}
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def opened(self, path: Path, verbose: bool) -> Iterator[Project]:
+        project = Project.open(path, verbose=verbose)
+        with self._guard:
+            earlier = self._idle.pop(project.root, None)
+        if earlier is not None:
+            project.keep_warm(earlier)
+        yield project
+        with self._guard:  # only after a command that succeeded, as it saves its analysis
+            self._idle[project.root] = project
+
+
+class Command:
+    """One client's command, run in a thread of its own."""
+
+    def __init__(self, server: "Server", connection: socket.socket, request: dict):
+        self.server = server
+        self.connection = connection
+        self.request = request
+        self.lock = threading.Lock()  # one message at a time on the connection
+        self.tag = f"ivm-command-{uuid.uuid4().hex}"  # its Spark jobs, to cancel them
+        self.thread = threading.Thread(target=self._run, name=f"ivm-command-{self.tag[-8:]}", daemon=True)
+        self.done = threading.Event()
+        self.code = 1
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        out = ClientStream(self.connection, "out", bool(self.request.get("stdout_tty")), self.lock)
+        err = ClientStream(self.connection, "err", bool(self.request.get("stderr_tty")), self.lock)
+        try:
+            self.code = self.server.run(self.request, out, err, self.tag)
+        except KeyboardInterrupt:  # landed between the command's own handlers
+            self.code = 130
+        finally:
+            self.done.set()
+            with self.lock:
+                try:
+                    wire.send(self.connection, {"exit": self.code})
+                except OSError:
+                    pass
+
+    def interrupt(self, note: str | None = None) -> None:
+        """As Ctrl-C in its own process: its jobs cancelled, KeyboardInterrupt in its thread."""
+        if self.done.is_set():
+            return
+        if note is not None:
+            with self.lock:
+                try:
+                    wire.send(self.connection, {"err": note + "\n"})
+                except OSError:
+                    pass
+        self.server.cancel(self.tag)
+        if not self.done.is_set() and self.thread.ident is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident), ctypes.py_object(KeyboardInterrupt))
+
+
+class Server:
+    """The socket, the commands running, and the Spark they share."""
+
+    def __init__(self, spark, root: Path, token: str):
+        self.spark = spark
+        self.root = root
+        self.token = token
+        self.commands: set[Command] = set()
+        self.guard = threading.Lock()
+        self.stopping = threading.Event()
+        self.stdout = ThreadStreams(sys.stdout)
+        self.stderr = ThreadStreams(sys.stderr)
+        self.projects = WarmProjects()
+
+    def serve(self) -> None:
+        path = socket_path(self.root)
+        path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        os.chmod(path, 0o600)
+        listener.listen(16)
+        sys.stdout, sys.stderr = self.stdout, self.stderr
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, lambda *_: self._stop(listener))
+        try:
+            while not self.stopping.is_set():
+                try:
+                    connection, _ = listener.accept()
+                except OSError:  # closed by _stop
+                    break
+                threading.Thread(target=self._take, args=(connection,), daemon=True).start()
+        finally:
+            path.unlink(missing_ok=True)
+            self._drain()
+
+    def _stop(self, listener: socket.socket) -> None:
+        self.stopping.set()
+        listener.close()
+
+    def _drain(self) -> None:
+        with self.guard:
+            running = list(self.commands)
+        for command in running:
+            command.interrupt("ivm server: stopping (ivm server stop); this command is interrupted")
+        for command in running:
+            command.done.wait(DRAIN_SECONDS)
+        self.spark.stop()
+
+    def _take(self, connection: socket.socket) -> None:
+        """Check who calls, then run its command and pass on its interruptions."""
+        with connection:
+            try:
+                request = self._admitted(connection)
+            except (OSError, wire.WireError):
+                return
+            if request is None:
+                return
+            command = Command(self, connection, request)
+            with self.guard:
+                self.commands.add(command)
+            try:
+                command.start()
+                self._relay_signals(connection, command)
+                command.done.wait()
+            finally:
+                with self.guard:
+                    self.commands.discard(command)
+
+    def _admitted(self, connection: socket.socket) -> dict | None:
+        """The request of a client of this user that sent the token; None (after saying why)
+        for any other."""
+        credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _, uid, _ = struct.unpack("3i", credentials)
+        request = wire.receive(connection) if uid == os.getuid() else None
+        if request is None:
+            return None
+        token = request.get("token")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
+            wire.send(connection, {"refused": "a wrong token, or none"})
+            return None
+        if not isinstance(request.get("argv"), list) or not all(isinstance(a, str) for a in request["argv"]):
+            wire.send(connection, {"refused": "no command line in the request"})
+            return None
+        return request
+
+    def _relay_signals(self, connection: socket.socket, command: Command) -> None:
+        """Until the command ends: the client's Ctrl-C or SIGTERM interrupts it, and so does
+        the client going away."""
+        while not command.done.is_set():
+            try:
+                message = wire.receive(connection)
+            except (OSError, wire.WireError):
+                message = None
+            if message is None:  # the client is gone: nobody waits for the rest
+                command.interrupt()
+                return
+            if "signal" in message:
+                command.interrupt()
+
+    def run(self, request: dict, out: ClientStream, err: ClientStream, tag: str) -> int:
+        """Run one command line as the CLI does, on a session of its own; its exit code."""
+        self.stdout.use(out)
+        self.stderr.use(err)
+        context = self.spark.sparkContext
+        try:
+            with hosted(self.spark.newSession()), \
+                    cli.hosted(out, err, request.get("columns"), request.get("environ") or {}, self.projects.opened):
+                context.addJobTag(tag)
+                try:
+                    cli.app(args=list(request["argv"]), prog_name="ivm", standalone_mode=True)
+                except SystemExit as ended:
+                    return _exit_code(ended.code, err)
+                return 0
+        finally:
+            context.removeJobTag(tag)
+            self.stdout.use(None)
+            self.stderr.use(None)
+
+    def cancel(self, tag: str) -> None:
+        self.spark.sparkContext.cancelJobsWithTag(tag)
+
+
+def _exit_code(code: object, err: ClientStream) -> int:
+    """``sys.exit``'s argument as a process would turn it into an exit code."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    err.write(f"{code}\n")
+    return 1
+
+
+def main() -> None:
+    root, port = Path(sys.argv[1]), int(sys.argv[2])
+    token = os.environ[TOKEN_VARIABLE]
+    os.chdir(root)  # a relative path in a command (ivm sql) means the project's
+    try:
+        config = Project.open(root).config
+        # verbose: Spark's own output goes where the server's does, to .ivm/server.log
+        spark = embedded_session(config, root, verbose=True, extra=serving_settings(config, port))
+        quiet_query_logs()  # a command's failed query is its client's one message, not a stack
+    except IvmError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    Server(spark, root, token).serve()
+
+
+if __name__ == "__main__":
+    main()
