@@ -101,7 +101,7 @@ def main(
     ctx.obj = {"path": project, "verbose": verbose}
 
 
-JSON_HELP = "Print one JSON document on standard output instead (see the README for its fields)."
+JSON_HELP = "Print one JSON document on standard output instead (its fields: docs/output.md)."
 
 
 @contextmanager
@@ -439,7 +439,7 @@ def sql(ctx: typer.Context, statement: str = typer.Argument(..., help="One Spark
 
 
 server = typer.Typer(
-    help="A Spark Connect server that keeps this project's Spark warm: while it runs, every ivm command of the project uses it.",
+    help="A server that keeps this project's Spark warm: while it runs, ivm's commands of the project run in it, and other clients reach it over Spark Connect.",
     no_args_is_help=True,
 )
 app.add_typer(server, name="server")
@@ -451,10 +451,11 @@ def _describe(record: records.ServerRecord) -> str:
 
 @server.command("start")
 def server_start(ctx: typer.Context) -> None:
-    """Start the project's Spark Connect server and wait until it serves.
+    """Start the project's server and wait until it serves.
 
-    It listens on 127.0.0.1 only and asks every client for a token made at this start, kept
-    in .ivm/server.json, which only you can read; ivm's commands send it."""
+    It takes ivm's commands on a socket in .ivm and Spark Connect clients on 127.0.0.1 only,
+    and asks every client for a token made at this start, kept in .ivm/server.json, which only
+    you can read; ivm's commands send it."""
     with opened(ctx) as project:
         record, started = servers.start(project.config, project.root)
         out.print(f"{'started' if started else 'already running'}: ivm server for {record.root} {_describe(record)}", markup=False)

@@ -9,7 +9,7 @@ from ivm_sql.config import IDENTIFIER
 from ivm_sql.errors import ConfigError, Location
 
 CONFIG = """\
-# ivm-sql project settings. Every key is optional; see ivm-sql's README for all of them.
+# ivm-sql project settings. Every key is optional; ivm-sql's docs/configuration.md lists them all.
 {database:<23} # schema holding the tables, the views and ivm's state tables
 views: views            # CREATE VIEW files (*.sql, read in name order)
 migrations: migrations  # NNNN_name.sql files, applied in order by `ivm migrate`
