@@ -157,6 +157,7 @@ class Command:
         self.tag = f"ivm-command-{uuid.uuid4().hex}"  # its Spark jobs, to cancel them
         self.thread = threading.Thread(target=self._run, name=f"ivm-command-{self.tag[-8:]}", daemon=True)
         self.done = threading.Event()
+        self.interrupted = False  # by its client's signal, its client going, or the server stopping
         self.code = 1
 
     def start(self) -> None:
@@ -170,6 +171,8 @@ class Command:
         except KeyboardInterrupt:  # landed between the command's own handlers
             self.code = 130
         finally:
+            if self.interrupted and self.code == 1:  # its cancelled job's error came first
+                self.code = 130
             self.done.set()
             with self.lock:
                 try:
@@ -178,18 +181,23 @@ class Command:
                     pass
 
     def interrupt(self, note: str | None = None) -> None:
-        """As Ctrl-C in its own process: its jobs cancelled, KeyboardInterrupt in its thread."""
+        """As Ctrl-C in its own process: KeyboardInterrupt in its thread, its jobs cancelled.
+
+        In that order: the exception is pending before the cancelled job's error reaches the
+        thread, so the thread meets the interruption, not the error (which the CLI would
+        report as a failure, exit 1). Should the error still win, the exit code is 130."""
         if self.done.is_set():
             return
+        self.interrupted = True
         if note is not None:
             with self.lock:
                 try:
                     wire.send(self.connection, {"err": note + "\n"})
                 except OSError:
                     pass
-        self.server.cancel(self.tag)
-        if not self.done.is_set() and self.thread.ident is not None:
+        if self.thread.ident is not None:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident), ctypes.py_object(KeyboardInterrupt))
+        self.server.cancel(self.tag)
 
 
 class Server:
