@@ -103,13 +103,15 @@ class ThreadStreams(io.TextIOBase):
 class ClientStream(io.TextIOBase):
     """The client's standard output or error, as one kind of message (``wire``)."""
 
-    def __init__(self, connection: socket.socket, kind: str, terminal: bool, lock: threading.Lock):
+    def __init__(self, connection: socket.socket, kind: str, terminal: bool, lock: threading.Lock,
+                 muted: threading.Event | None = None):
         self._connection, self._kind, self._terminal, self._lock = connection, kind, terminal, lock
+        self._muted = muted if muted is not None else threading.Event()  # set: the command was interrupted
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):  # how click tells a text stream from a binary one
             raise TypeError("a text stream")
-        if text:
+        if text and not self._muted.is_set():
             with self._lock:
                 try:
                     wire.send(self._connection, {self._kind: text})
@@ -158,43 +160,46 @@ class Command:
         self.thread = threading.Thread(target=self._run, name=f"ivm-command-{self.tag[-8:]}", daemon=True)
         self.done = threading.Event()
         self.interrupted = False  # by its client's signal, its client going, or the server stopping
+        self.muted = threading.Event()  # what it prints once interrupted is not its client's
         self.code = 1
 
     def start(self) -> None:
         self.thread.start()
 
     def _run(self) -> None:
-        out = ClientStream(self.connection, "out", bool(self.request.get("stdout_tty")), self.lock)
-        err = ClientStream(self.connection, "err", bool(self.request.get("stderr_tty")), self.lock)
+        out = ClientStream(self.connection, "out", bool(self.request.get("stdout_tty")), self.lock, self.muted)
+        err = ClientStream(self.connection, "err", bool(self.request.get("stderr_tty")), self.lock, self.muted)
         try:
             self.code = self.server.run(self.request, out, err, self.tag)
         except KeyboardInterrupt:  # landed between the command's own handlers
             self.code = 130
         finally:
-            if self.interrupted and self.code == 1:  # its cancelled job's error came first
-                self.code = 130
+            ended = [{"exit": self.code}]
+            if self.interrupted:  # ended as an interrupted command ends in its own process
+                ended = [{"err": "interrupted\n"}, {"exit": 130}]
             self.done.set()
             with self.lock:
                 try:
-                    wire.send(self.connection, {"exit": self.code})
+                    for message in ended:
+                        wire.send(self.connection, message)
                 except OSError:
                     pass
 
     def interrupt(self, note: str | None = None) -> None:
-        """As Ctrl-C in its own process: KeyboardInterrupt in its thread, its jobs cancelled.
-
-        In that order: the exception is pending before the cancelled job's error reaches the
-        thread, so the thread meets the interruption, not the error (which the CLI would
-        report as a failure, exit 1). Should the error still win, the exit code is 130."""
+        """As Ctrl-C in its own process: KeyboardInterrupt in its thread, its jobs cancelled,
+        and its client told "interrupted", exit 130. Whichever the thread meets first, the
+        interruption or its cancelled job's error, what it prints after this is not sent: the
+        client sees one outcome."""
         if self.done.is_set():
             return
-        self.interrupted = True
         if note is not None:
             with self.lock:
                 try:
                     wire.send(self.connection, {"err": note + "\n"})
                 except OSError:
                     pass
+        self.interrupted = True
+        self.muted.set()
         if self.thread.ident is not None:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident), ctypes.py_object(KeyboardInterrupt))
         self.server.cancel(self.tag)

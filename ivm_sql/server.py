@@ -42,7 +42,7 @@ from pathlib import Path
 from ivm_sql.config import Config
 from ivm_sql.errors import EnvironmentProblem
 from ivm_sql.server_record import (
-    HOST_ADDRESS, TOKEN_VARIABLE, ServerRecord, State, is_server, private_folder, read_record, record_path,
+    HOST_ADDRESS, PROBE_TIMEOUT, TOKEN_VARIABLE, ServerRecord, State, is_server, private_folder, read_record, record_path,
     server_token, socket_path, state, write_record,
 )
 from ivm_sql.session import check_java, derby_locked, last_log_lines
@@ -50,7 +50,6 @@ from ivm_sql.session import check_java, derby_locked, last_log_lines
 # The first start on a machine also fetches Delta's jars; a loaded 2-core machine takes a minute.
 START_TIMEOUT = 300.0
 STOP_TIMEOUT = 30.0  # then the JVM is killed
-PROBE_TIMEOUT = 1.0  # a socket that does not accept within a second is not serving
 
 
 def start(config: Config, root: Path) -> tuple[ServerRecord, bool]:
