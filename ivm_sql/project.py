@@ -93,6 +93,9 @@ class Project:
         self._analysis = AnalysisCache(root / ".ivm" / ANALYSIS_FILE if own_spark else None, spark_identity(dict(config.spark.conf)))
         self._plans: dict = {}  # view name -> (what its plan depends on, plan), kept across compiles
         self._locations: dict[str, str] = {}  # ivm's tables -> their folders, kept across refreshes
+        # each stage table's version after this project's last refresh: the server has Delta
+        # compute their state before the next one (ivm_sql.host.WarmSnapshots)
+        self.stage_versions: dict[str, int] = {}
 
     @classmethod
     def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> "Project":
@@ -251,6 +254,8 @@ class Project:
                               project=str(self.root), workers=self.refresh_workers)
         plans = self.plans(names, log)
         reports = refresher.refresh(plans, on_view, on_stage)
+        self.stage_versions = {stage.table: refresher.current[stage.table]
+                               for plan in plans for stage in plan.stages if stage.table in refresher.current}
         return streamed + reports, {**streams, **{table: refresher.current[table] for plan in plans for table in plan.base_tables}}
 
     def _refresh_streaming(self, log: delta_log.DeltaLog, full: bool,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ivm_sql.host import WarmSnapshots
 from ivm_sql.physical import materialize
 from ivm_sql.physical.cost import SMALL_CHANGE
 from ivm_sql.physical.execution import SMALL_MERGE_ROWS, SMALL_MERGE_TABLE, is_small_merge
@@ -138,3 +139,23 @@ def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(spark, tmp_
     assert local.jobs < cached.jobs, (local.jobs, cached.jobs)
     failures = compare_views(spark, project.database, [PER_KEY], "after both")
     assert not failures, failures
+
+
+def test_a_stage_whose_delta_state_the_server_computed_commits_with_one_job_less(spark, tmp_project: MakeProject, no_job_group) -> None:
+    """Delta checks ivm's idempotent commit against the transactions of the stage table's
+    snapshot state, a job over its log; the server computes it between commands
+    (``host.WarmSnapshots``), so the next refresh's commit runs without it."""
+    project = open_project(spark, tmp_project, 100)
+    project.refresh()
+
+    def refresh_after_an_insert() -> int:
+        project.sql("INSERT INTO events VALUES (1, 1)")
+        [report] = project.refresh()
+        assert report.action == "incremental"
+        return report.jobs
+
+    cold = refresh_after_an_insert()
+    snapshots = WarmSnapshots(spark)
+    snapshots.after_refresh(project.stage_versions)
+    snapshots.wait()
+    assert refresh_after_an_insert() == cold - 1

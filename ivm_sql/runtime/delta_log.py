@@ -475,6 +475,13 @@ def require_change_feed(spark, table: str) -> None:
         set_properties(spark, table, {"delta.enableChangeDataFeed": "true"})
 
 
+def compute_state(spark, table: str) -> None:
+    """Have Delta compute the state of ``table``'s latest snapshot (its files, sizes and
+    transactions: a Spark job over its log), which Delta keeps with the snapshot until the
+    next commit. DESCRIBE DETAIL reads the sizes, so it computes it, and nothing else."""
+    spark.sql(describe("DETAIL", table)).collect()
+
+
 def set_properties(spark, table: str, properties: dict[str, str]) -> None:
     """ALTER TABLE ... SET TBLPROPERTIES: a commit that changes no row."""
     statement = exp.AlterSet(expressions=[exp.Properties(expressions=[
