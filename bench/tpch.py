@@ -26,7 +26,9 @@ The refresh functions (--rf):
 After each incremental refresh every view is compared, as a bag, with its SELECT run by Spark
 (not timed). Prints a table per round; --json and --markdown keep the results. --skip full and
 --skip check leave out the `--full` refresh and the comparison, which at SF 10 take as long as
-the rest of a round each.
+the rest of a round each. --server runs every refresh through the project's `ivm server`, as
+an `ivm refresh --json` command timed start to exit (issue 33's fourth target: no dearer than
+in one process).
 
     .venv/bin/pip install -e '.[bench]'
     .venv/bin/python bench/tpch.py --sf 0.1 --markdown /tmp/tpch.md
@@ -339,9 +341,33 @@ def official_functions(project: Project, updates: Path, number: int) -> tuple[in
 # measuring --------------------------------------------------------------------------------
 
 
-def refresh(project: Project, full: bool = False, profile: Path | None = None) -> Refresh:
+def ivm_command(project: Project, *args: str) -> str:
+    """Run ``ivm -p <project> ARGS`` as a user does (the client: through the project's server
+    when it runs); what it printed. It must succeed."""
+    result = subprocess.run([sys.executable, "-m", "ivm_sql.client", "-p", str(project.root), *args],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"ivm {' '.join(args)} failed:\n{result.stderr}")
+    return result.stdout
+
+
+def served_refresh(project: Project, full: bool) -> Refresh:
+    """``ivm refresh --json`` through the project's server, timed as the whole command."""
+    printed, seconds = timed(lambda: ivm_command(project, "refresh", "--json", *(["--full"] if full else [])))
+    views = {
+        view["view"].split(".")[-1]: ViewRun(view["seconds"], view["action"], view["strategy"], view["rows_in"],
+                                             view["rows_out"], view["stages_changed"], view["statements"], view["jobs"])
+        for view in json.loads(printed)["views"]
+    }
+    return Refresh(seconds, views)
+
+
+def refresh(project: Project, full: bool = False, profile: Path | None = None, served: bool = False) -> Refresh:
     """``profile``: write a wall-clock profile of the refresh's Python call stack there
-    (pyinstrument; time spent waiting on Spark lands on the ivm call that waits)."""
+    (pyinstrument; time spent waiting on Spark lands on the ivm call that waits). ``served``:
+    through the project's server (``--server``)."""
+    if served:
+        return served_refresh(project, full)
     if profile is None:
         reports, seconds = timed(lambda: project.refresh(full=full))
     else:
@@ -377,19 +403,21 @@ def ctas(project: Project, queries: list[str]) -> dict[str, float]:
 
 
 def run_round(project: Project, queries: list[str], round_no: int, functions: Callable[[], tuple[int, int]],
-              loaded_orders: int, kind: str, profiles: Path | None = None, skip: frozenset[str] = frozenset()) -> Round:
+              loaded_orders: int, kind: str, profiles: Path | None = None, skip: frozenset[str] = frozenset(),
+              served: bool = False) -> Round:
     """``functions()`` applies one RF1 + RF2 and says how many orders each inserted, deleted.
     ``profiles``: a folder for the profiles of its incremental and full refreshes; ``skip``:
-    "full" and "check" leave out the full refresh and the comparison with the SELECTs."""
+    "full" and "check" leave out the full refresh and the comparison with the SELECTs;
+    ``served``: refreshes through the project's server."""
     profile = (lambda name: None) if profiles is None else (lambda name: profiles / f"round{round_no}-{name}.txt")  # noqa: E731
     (inserted, deleted), dml = timed(functions)
     log(f"round {round_no} ({kind}): RF1 of {inserted} and RF2 of {deleted} orders in {dml:.1f}s; incremental refresh")
-    incremental = refresh(project, profile=profile("incremental"))
+    incremental = refresh(project, profile=profile("incremental"), served=served)
     log(f"round {round_no}: incremental {incremental.seconds:.1f}s; comparing with the SELECTs")
     equal, check = (None, 0.0) if "check" in skip else timed(lambda: {name: equal_to_select(project, name) for name in queries})
-    no_change = refresh(project)
+    no_change = refresh(project, served=served)
     log(f"round {round_no}: no-change refresh {no_change.seconds:.1f}s; full refresh")
-    full = None if "full" in skip else refresh(project, full=True, profile=profile("full"))
+    full = None if "full" in skip else refresh(project, full=True, profile=profile("full"), served=served)
     log(f"round {round_no}: full {seconds_of(full)}s; CTAS")
     per_view, ctas_total = timed(lambda: ctas(project, queries))
     log(f"round {round_no}: CTAS {ctas_total:.1f}s")
@@ -414,20 +442,31 @@ def machine(project: Project) -> dict[str, object]:
 def benchmark(root: Path, args: argparse.Namespace) -> Run:
     parquet, generated = tpch_parquet(args.sf)
     project = create_project(root, args.queries, dict(args.conf), args.workers)
+    if args.server:  # before the project's first statement: it connects to the server
+        log(f"project in {root}; starting its server")
+        ivm_command(project, "server", "start")
+        try:
+            return measured(project, root, parquet, generated, args)
+        finally:
+            ivm_command(project, "server", "stop")
     log(f"project in {root}; starting Spark and migrating")
+    return measured(project, root, parquet, generated, args)
+
+
+def measured(project: Project, root: Path, parquet: Path, generated: float | None, args: argparse.Namespace) -> Run:
     project.migrate()
     info = machine(project)
     _, loaded = timed(lambda: load(project, parquet))
     rows = {table: scalar(project, f"SELECT count(*) FROM {quote(table)}") for table in TABLES}
     log(f"loaded {rows} in {loaded:.1f}s; first refresh")
-    first = refresh(project)
+    first = refresh(project, served=args.server)
     log(f"first refresh {first.seconds:.1f}s")
     loaded_max_key = scalar(project, "SELECT max(o_orderkey) FROM orders")
     if args.rf == "official":
         updates = update_sets(args.sf, args.sets)
         rounds = [
             run_round(project, args.queries, n, lambda n=n: official_functions(project, updates, n), rows["orders"],
-                      f"official set {n}", args.profile, args.skip)
+                      f"official set {n}", args.profile, args.skip, args.server)
             for n in range(1, args.sets + 1)
         ]
     else:
@@ -435,8 +474,10 @@ def benchmark(root: Path, args: argparse.Namespace) -> Run:
         for n, fraction in enumerate(args.rounds, start=1):
             orders = max(1, round(fraction * rows["orders"]))
             functions = lambda n=n, orders=orders: scattered_functions(project, orders, loaded_max_key, args.seed, n)  # noqa: E731
-            rounds.append(run_round(project, args.queries, n, functions, rows["orders"], "scattered", args.profile, args.skip))
+            rounds.append(run_round(project, args.queries, n, functions, rows["orders"], "scattered", args.profile, args.skip,
+                                    args.server))
     info["load_average_end"] = os.getloadavg()[0]
+    info["server"] = args.server
     project.spark.stop()  # before the work dir goes: Spark holds the metastore in it
     return Run(info, args.sf, args.seed, args.rf, args.queries, rows, generated, loaded, first, rounds)
 
@@ -614,6 +655,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2024, help="scattered: seed of the hashes that pick the orders of RF1 and RF2")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="write a wall-clock profile of each round's incremental and full refresh into DIR (pyinstrument)")
+    parser.add_argument("--server", action="store_true",
+                        help="refresh through `ivm server` (each refresh an `ivm refresh --json` command); "
+                             "loading, DML and CTAS reach the same server over Spark Connect")
     parser.add_argument("--skip", type=skipped, default=frozenset(), metavar="full,check",
                         help="leave out each round's --full refresh and/or the comparison of the views with their SELECTs")
     args = parser.parse_args()

@@ -58,6 +58,8 @@ class _Consoles(threading.local):
         self.out = _console(stderr=False)
         self.err = _console(stderr=True)
         self.open_project: Callable[[Path, bool], ContextManager[Project]] = _open_project
+        # in the server: hands it the handler of the client's first Ctrl-C or SIGTERM (a watch's)
+        self.relay: Callable[[Callable[[str], None] | None], None] | None = None
 
 
 _consoles = _Consoles()
@@ -65,16 +67,18 @@ _consoles = _Consoles()
 
 @contextmanager
 def hosted(out_stream, err_stream, columns: int | None, environ: dict[str, str],
-           open_project: Callable[[Path, bool], ContextManager[Project]]) -> Iterator[None]:
+           open_project: Callable[[Path, bool], ContextManager[Project]],
+           relay: Callable[[Callable[[str], None] | None], None]) -> Iterator[None]:
     """In the server: this thread's command writes to a client's streams, shown as its
-    terminal would show them, and opens its project with ``open_project``."""
-    _consoles.hosted, _consoles.open_project = True, open_project
+    terminal would show them, opens its project with ``open_project``, and a watch takes its
+    client's first signal through ``relay`` (``StopOnSignal``)."""
+    _consoles.hosted, _consoles.open_project, _consoles.relay = True, open_project, relay
     _consoles.out = _client_console(out_stream, columns, environ)
     _consoles.err = _client_console(err_stream, columns, environ)
     try:
         yield
     finally:
-        _consoles.hosted, _consoles.open_project = False, _open_project
+        _consoles.hosted, _consoles.open_project, _consoles.relay = False, _open_project, None
         _consoles.out, _consoles.err = _console(stderr=False), _console(stderr=True)
 
 
@@ -275,10 +279,12 @@ def _watch(project: Project, views: list[str] | None, watch: bool, full: bool, e
     project.views()  # so does a mistake in a views file
     spark = project.spark  # before the handlers: a local SparkContext installs its own for SIGINT
 
-    def stopping(name: str) -> None:
-        print(f"{name}: stopping after the refresh in progress (again to abandon it)", file=sys.stderr, flush=True)
+    errors = _consoles.err  # this command's, whichever thread the first signal arrives on (the server's relay)
 
-    stopper = StopOnSignal(stopping, lambda: cancel_jobs(spark))
+    def stopping(name: str) -> None:
+        errors.print(f"{name}: stopping after the refresh in progress (again to abandon it)", markup=False, highlight=False)
+
+    stopper = StopOnSignal(stopping, lambda: cancel_jobs(spark), relay=_consoles.relay)
     clock = "" if clock_seconds is None else f"; a view on the current time at least every {clock_every or DEFAULT_CLOCK_EVERY}"
     print(f"watching: refreshing now, then whenever a source changes (looking every {every or DEFAULT_EVERY}{clock}); "
           "Ctrl-C stops", file=sys.stderr, flush=True)

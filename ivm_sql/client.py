@@ -3,13 +3,14 @@
 Sending a command to the server (``ivm_sql.host``) needs only its record and its socket, so
 this module imports nothing heavy (no Spark, no SQL compiler, not even the CLI): a command
 the server runs starts, sends and prints in tens of milliseconds of this process's time. The
-commands it sends are those that work on the project's data: ``refresh`` (not ``--watch``),
+commands it sends are those that work on the project's data: ``refresh`` (``--watch`` too),
 ``status``, ``verify``, ``compile`` (not ``--out``), ``sql`` and ``migrate``. The rest, any
 ``--help``, and any command when no server runs (or its socket does not answer) go to the
 CLI in this process (``ivm_sql.cli``), which reaches a running server over Spark Connect.
 
 The client passes on Ctrl-C and SIGTERM: the server interrupts the command as this process
-would have (``ivm_sql.host``), and its exit code (130) comes back. A third one gives up
+would have (``ivm_sql.host``), and its exit code (130) comes back; a watch stops after the
+refresh in progress at the first, as in its own process, and is interrupted at the second. A third one gives up
 waiting and exits at once. A server that ends during the command is said so, exit 1.
 """
 
@@ -30,9 +31,9 @@ from ivm_sql.locate import project_root
 from ivm_sql.server_record import read_record
 
 SERVED = {"refresh", "status", "verify", "compile", "sql", "migrate"}
-# options of a served command that the server cannot honour for this client: they read the
-# client's terminal or write the client's files
-STAYS_HERE = {"--help", "--watch", "--every", "--until-idle", "--clock-every", "--out"}
+# options of a served command that stay here: --out writes files where the client is, and
+# help needs no server
+STAYS_HERE = {"--help", "--out"}
 # what the server's console needs to draw as this terminal would
 ENVIRON = ("TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "TERM_PROGRAM", "COLUMNS", "LINES")
 GIVE_UP_AFTER = 3  # signals: the third stops waiting for the server

@@ -41,7 +41,7 @@ import struct
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -179,13 +179,13 @@ class WarmSnapshots:
 class WarmProjects:
     """What each command learned of its project, for the next command of the same project:
     one command at a time takes it (two at once would write the same dicts), and a command
-    that finds it taken starts cold. After each command, its stage tables' Delta state is
-    computed (``WarmSnapshots``)."""
+    that finds it taken starts cold. After each command, ``after_command`` is handed the
+    versions its refresh left the stage tables at (``WarmSnapshots.after_refresh``)."""
 
-    def __init__(self, snapshots: WarmSnapshots) -> None:
+    def __init__(self, after_command: Callable[[dict[str, int]], None]) -> None:
         self._idle: dict[Path, Project] = {}
         self._guard = threading.Lock()
-        self._snapshots = snapshots
+        self._after_command = after_command
 
     @contextmanager
     def opened(self, path: Path, verbose: bool) -> Iterator[Project]:
@@ -197,7 +197,7 @@ class WarmProjects:
         yield project
         with self._guard:  # only after a command that succeeded, as it saves its analysis
             self._idle[project.root] = project
-        self._snapshots.after_refresh(project.stage_versions)
+        self._after_command(project.stage_versions)
 
 
 class Command:
@@ -214,6 +214,7 @@ class Command:
         self.interrupted = False  # by its client's signal, its client going, or the server stopping
         self.muted = threading.Event()  # what it prints once interrupted is not its client's
         self.code = 1
+        self._on_signal: Callable[[str], None] | None = None  # a watch's, for the first signal
 
     def start(self) -> None:
         self.thread.start()
@@ -222,7 +223,7 @@ class Command:
         out = ClientStream(self.connection, "out", bool(self.request.get("stdout_tty")), self.lock, self.muted)
         err = ClientStream(self.connection, "err", bool(self.request.get("stderr_tty")), self.lock, self.muted)
         try:
-            self.code = self.server.run(self.request, out, err, self.tag)
+            self.code = self.server.run(self.request, out, err, self.tag, self.relay)
         except KeyboardInterrupt:  # landed between the command's own handlers
             self.code = 130
         finally:
@@ -236,6 +237,19 @@ class Command:
                         wire.send(self.connection, message)
                 except OSError:
                     pass
+
+    def relay(self, handler: Callable[[str], None] | None) -> None:
+        """The client's next Ctrl-C or SIGTERM goes to ``handler`` (a watch's: it stops after
+        the refresh in progress) instead of interrupting; ``None``: back to interrupting."""
+        self._on_signal = handler
+
+    def signal(self, name: str) -> None:
+        """The client forwarded a signal: its handler's, once, if the command set one."""
+        handler, self._on_signal = self._on_signal, None
+        if handler is None:
+            self.interrupt()
+        else:
+            handler(name)
 
     def interrupt(self, note: str | None = None) -> None:
         """As Ctrl-C in its own process: KeyboardInterrupt in its thread, its jobs cancelled,
@@ -269,7 +283,7 @@ class Server:
         self.stopping = threading.Event()
         self.stdout = ThreadStreams(sys.stdout)
         self.stderr = ThreadStreams(sys.stderr)
-        self.projects = WarmProjects(WarmSnapshots(spark.newSession()))
+        self.projects = WarmProjects(WarmSnapshots(spark.newSession()).after_refresh)
 
     def serve(self) -> None:
         path = socket_path(self.root)
@@ -355,16 +369,17 @@ class Server:
                 command.interrupt()
                 return
             if "signal" in message:
-                command.interrupt()
+                command.signal(str(message["signal"]))
 
-    def run(self, request: dict, out: ClientStream, err: ClientStream, tag: str) -> int:
+    def run(self, request: dict, out: ClientStream, err: ClientStream, tag: str,
+            relay: Callable[[Callable[[str], None] | None], None]) -> int:
         """Run one command line as the CLI does, on a session of its own; its exit code."""
         self.stdout.use(out)
         self.stderr.use(err)
         context = self.spark.sparkContext
         try:
             with hosted(self.spark.newSession()), \
-                    cli.hosted(out, err, request.get("columns"), request.get("environ") or {}, self.projects.opened):
+                    cli.hosted(out, err, request.get("columns"), request.get("environ") or {}, self.projects.opened, relay):
                 context.addJobTag(tag)
                 try:
                     cli.app(args=list(request["argv"]), prog_name="ivm", standalone_mode=True)

@@ -33,8 +33,8 @@ def project(tmp_path: Path) -> Path:
     (["compile", "v"], True),
     (["migrate"], True),
     (["verify"], True),
-    (["refresh", "--watch"], False),  # reads this terminal's signals for long: runs here
-    (["refresh", "--every=2s", "--watch"], False),
+    (["refresh", "--watch"], True),  # the client forwards its signals: the first stops the watch
+    (["refresh", "--every=2s", "--watch"], True),
     (["compile", "--out", "dir"], False),  # writes files where the client is
     (["refresh", "--help"], False),
     (["--help"], False),
@@ -104,7 +104,8 @@ def test_a_client_stream_is_text_and_says_whether_it_is_a_terminal() -> None:
 
 
 def test_the_next_command_of_a_project_starts_warm(project: Path) -> None:
-    projects = WarmProjects()
+    handed: list[dict[str, int]] = []
+    projects = WarmProjects(handed.append)
     with projects.opened(project, False) as first:
         first._plans["a view"] = "its plan"
         with projects.opened(project, False) as second:  # at the same time: cold, on dicts of its own
@@ -114,6 +115,7 @@ def test_the_next_command_of_a_project_starts_warm(project: Path) -> None:
     (project / "ivm.yaml").write_text("database: other\n")
     with projects.opened(project, False) as changed:  # other settings: nothing is taken over
         assert changed._plans == {}
+    assert handed == [{}] * 4  # each command's stage versions, for WarmSnapshots: none refreshed here
 
 
 def test_the_client_loads_neither_spark_nor_the_compiler() -> None:

@@ -90,6 +90,20 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+def sent_by_a_fresh_client(root: Path, *argv: str) -> subprocess.CompletedProcess:
+    """``ivm ARGV`` sent by ``client.through_server`` from a fresh interpreter, which prints,
+    last, its exit code and whether it loaded pyspark, the CLI and sqlglot."""
+    program = (
+        "import sys\n"
+        "from ivm_sql import client\n"
+        f"code = client.through_server(['-p', {str(root)!r}, *{list(argv)!r}])\n"
+        "print(code, 'pyspark' in sys.modules, 'ivm_sql.cli' in sys.modules, 'sqlglot' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def test_the_record_and_its_folder_are_the_owners_alone(served: tuple[Path, ServerRecord]) -> None:
     root, record = served
     assert mode(record_path(root)) == 0o600 and mode(root / ".ivm") == 0o700
@@ -155,9 +169,11 @@ def test_the_python_api_sends_the_token(served: tuple[Path, ServerRecord]) -> No
 
 
 def test_refresh_watch_through_the_server_and_spark_remote(served: tuple[Path, ServerRecord], tmp_path: Path) -> None:
-    """The watch runs in the command's process, each refresh on the server; changes made by
-    other commands meanwhile are seen, and SIGTERM ends it with exit code 0. Every change
-    here is undone by the next, so the tests after it see the data as before."""
+    """The watch runs in the server, its client forwarding its signals; changes made by
+    other commands meanwhile are seen, and SIGTERM ends it after the refresh in progress,
+    with exit code 0. Every change here is undone by the next, so the tests after it see the
+    data as before. A project that reaches the server as ``spark.remote`` watches over
+    Spark Connect."""
     root, record = served
     watching = subprocess.Popen(
         [sys.executable, "-m", "ivm_sql.client", "-p", str(root), "refresh", "--watch", "--every", "200ms", "--json"],
@@ -174,10 +190,15 @@ def test_refresh_watch_through_the_server_and_spark_remote(served: tuple[Path, S
             assert list(documents[-1]["changed"]) == ["shop.orders"] and documents[-1]["totals"]["incremental"] >= 1
         watching.send_signal(signal.SIGTERM)
         assert watching.wait(120) == 0
-        assert "stopped by SIGTERM; 3 refreshes" in watching.stderr.read()
+        errors = watching.stderr.read()
+        assert "SIGTERM: stopping after the refresh in progress" in errors and "stopped by SIGTERM; 3 refreshes" in errors
     finally:
         watching.kill()
     assert ok(root, "verify").split().count("ok") == 4
+    # it ran in the server: a client that ran it itself would have loaded Spark
+    result = sent_by_a_fresh_client(root, "refresh", "--watch", "--until-idle", "--every", "100ms")
+    assert result.stdout.splitlines()[-1] == "0 False False False"
+    assert "idle: no source changed since the last refresh; 1 refreshes" in result.stderr
 
     (tmp_path / "ivm.yaml").write_text(f"database: shop\nspark:\n  remote: {record.url}\n  token_env: SHOP_TOKEN\n")
     shutil.copytree(root / "views", tmp_path / "views")
@@ -233,14 +254,7 @@ def test_the_socket_refuses_a_client_without_the_token(served: tuple[Path, Serve
 
 def test_a_command_runs_in_the_server_and_its_client_loads_no_spark(served: tuple[Path, ServerRecord]) -> None:
     root, _ = served
-    program = (
-        "import sys\n"
-        "from ivm_sql import client\n"
-        f"code = client.through_server(['-p', {str(root)!r}, 'sql', 'SELECT 40 + 2 AS answer'])\n"
-        "print(code, 'pyspark' in sys.modules, 'ivm_sql.cli' in sys.modules, 'sqlglot' in sys.modules)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    result = sent_by_a_fresh_client(root, "sql", "SELECT 40 + 2 AS answer")
     assert "42" in result.stdout and result.stdout.splitlines()[-1] == "0 False False False"
     refreshed = json.loads(ok(root, "refresh", "--json"))  # --json comes back as it is
     assert len(refreshed["views"]) == 4

@@ -128,23 +128,34 @@ class StopOnSignal:
     KeyboardInterrupt. The handlers in place before are put back on exit.
 
     Enter it only after the Spark session exists: starting a local SparkContext installs
-    Spark's own SIGINT handler, which would replace this one."""
+    Spark's own SIGINT handler, which would replace this one.
+
+    In the project's server (``ivm_sql.host``) the signals are the client's, forwarded:
+    ``relay(handler)`` hands the server the handler of the first one, by name (``relay(None)``
+    takes it back), and a second one interrupts the command as any other is interrupted."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, on_first: Callable[[str], None], abandon: Callable[[], None]):
+    def __init__(self, on_first: Callable[[str], None], abandon: Callable[[], None],
+                 relay: Callable[[Callable[[str], None] | None], None] | None = None):
         self.event = threading.Event()
         self.on_first = on_first
         self.abandon = abandon
+        self.relay = relay
         self.received: int | None = None  # the first signal's number
         self._before: dict[int, object] = {}
 
     def __enter__(self) -> "StopOnSignal":
+        if self.relay is not None:
+            self.relay(lambda name: self._handle(signal.Signals[name], None))
+            return self
         for number in self.SIGNALS:
             self._before[number] = signal.signal(number, self._handle)
         return self
 
     def __exit__(self, *exc_info) -> None:
+        if self.relay is not None:
+            self.relay(None)
         for number, handler in self._before.items():
             signal.signal(number, handler)
 
