@@ -127,7 +127,7 @@ def main() -> None:
         sizes = [int(r) for r in args.rows.split(",")]
         kinds = list(statements(log))
         print(f"seconds, median of {args.repeats}; a change of {args.change} rows; columns: table rows")
-        print(f"| primitive | " + " | ".join(f"{rows:,}" for rows in sizes) + " |")
+        print("| primitive | " + " | ".join(f"{rows:,}" for rows in sizes) + " |")
         print("|---|" + "---|" * len(sizes))
         medians: dict[str, list[float]] = {kind: [] for kind in kinds}
         table_bytes = []

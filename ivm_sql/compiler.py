@@ -25,7 +25,7 @@ from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import changes, execution, layout, materialize, policy as policies, pruning
+from ivm_sql.physical import changes, execution, layout, materialize, bounds, policy as policies
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.physical.policy import RefreshPolicy
 from ivm_sql.physical.view_table import TableLayout, table_layout
@@ -464,7 +464,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
     """The SQL that maintains a view, for `ivm compile`: tables, refresh statements, view,
     and the physical decisions a refresh takes around them."""
     symbolic = symbolic_pins(plan.stages)
-    cost = policies.cost_model(plan.policy, cost)
+    cost = cost.under(plan.policy)
     lines = [
         f"-- view {plan.name}  ({plan.view.location})",
         f"-- reads: {', '.join(plan.base_tables + tuple(plan.depends_on)) or 'nothing'}",
@@ -474,7 +474,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         f"-- each refresh: {changes.describe()}; {materialize.describe()};",
         f"-- layout: {layout.describe()};",
         f"-- execution: {execution.describe()};",
-        f"-- pruning: {pruning.describe()};",
+        f"-- pruning: {bounds.describe()};",
         f"-- each incremental stage: {cost.describe()}.",
     ]
     if CLOCK in symbolic:
@@ -485,14 +485,15 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         if stage.kind == "fixpoint":
             lines += _fixpoint_lines(plan, stage, initial, symbolic)
             continue
+        merge = stage.merge_statement(symbolic)
         lines += [
             "-- first refresh (or recompute):",
             to_sql(plan.create_table(stage, initial)) + ";",
             "-- each refresh:",
-            to_sql(stage.merge_statement(symbolic)) + ";",
+            to_sql(merge) + ";" if merge is not None else "-- nothing: the stage reads no table, so no change ever reaches it",
         ]
         change = stage.change_query(symbolic)
-        pruned = sorted({bound.describe() for bound in pruning.bounds(change)}) if change is not None else []
+        pruned = sorted({bound.describe() for bound in bounds.bounds(change)}) if change is not None else []
         if pruned:
             lines.append(f"-- large inputs read only where the change's keys are: {'; '.join(pruned)}")
         if stage.aggregate is not None and extremes.calls(stage.aggregate):

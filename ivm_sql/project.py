@@ -33,6 +33,7 @@ from ivm_sql.physical.cost import CostModel
 from ivm_sql.runtime import concurrent, delta_log, lifecycle, workers
 from ivm_sql.runtime import watch as watching
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
+from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.verify import VerifyResult, verify_view
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
 from ivm_sql.viewdefs import ViewDef, load_views
@@ -50,17 +51,6 @@ class CompiledView:
     view: str
     sql: str
     stages: tuple[CompiledStage, ...] = ()
-    policy: str = "AUTO"  # its REFRESH POLICY (or the project's default)
-
-
-@dataclass(frozen=True)
-class ViewStatus:
-    view: str
-    refreshed: bool
-    versions: dict[str, int]  # base table -> version the view reflects
-    pending: dict[str, int]  # base table -> newer version not yet reflected
-    rows: int | None
-    now: datetime | None = None  # the time its filters on the current time were evaluated at
     policy: str = "AUTO"  # its REFRESH POLICY (or the project's default)
 
 
@@ -270,8 +260,8 @@ class Project:
         sources = {streaming.qualified(t.source, self.database) for t in tables}
         pinned = {source: log.latest_version(source) for source in sources if log.exists(source)}
         reports = []
-        for table in streaming.in_order(tables, self.database):
-            reports.append(streaming.refresh_streaming(self.spark, log, self.database, table, full))
+        for streamed_table in streaming.in_order(tables, self.database):
+            reports.append(streaming.refresh_streaming(self.spark, log, self.database, streamed_table, full))
             if on_view is not None:
                 on_view(reports[-1])
         return reports, pinned

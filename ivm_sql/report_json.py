@@ -17,7 +17,8 @@ from typing import Any
 
 from ivm_sql.errors import IvmError
 from ivm_sql.pipelines.python_datasets import PythonDataset
-from ivm_sql.project import CompiledView, ViewStatus
+from ivm_sql.project import CompiledView
+from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.lifecycle import ViewState
 from ivm_sql.runtime.refresh import ViewReport
 from ivm_sql.runtime.verify import VerifyResult

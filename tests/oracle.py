@@ -23,7 +23,7 @@ from typing import Iterable
 from unittest import mock
 
 from ivm_sql.config import RefreshSettings
-from ivm_sql.physical import execution, materialize, pruning
+from ivm_sql.physical import bounds, execution, materialize
 from ivm_sql.physical.cost import COST_REASON
 from ivm_sql.project import Project
 from ivm_sql.physical.recompute import RECOMPUTED_BELOW
@@ -578,7 +578,7 @@ def check_round(project: Project, specs: list[ViewSpec], label: str, verify: boo
 def as_large(enabled: bool) -> Iterator[None]:
     """Inside, when ``enabled``, every table counts as large: every stage runs compiled
     (``physical.execution``), every join term reads its other inputs bounded by the
-    change's keys (``physical.pruning``), and every change is too large to be kept as local
+    change's keys (``physical.bounds``), and every change is too large to be kept as local
     rows (``physical.materialize``: cached instead, or, when expected small, computed again),
     so the oracle checks each way of all three. A change of
     up to 3 keys is listed, one of more is split into ranges: the oracle's tables hold too
@@ -588,7 +588,7 @@ def as_large(enabled: bool) -> Iterator[None]:
         yield
         return
     with mock.patch.multiple(execution, SMALL_DATA=0, SMALL_RECOMPUTE=0), \
-            mock.patch.multiple(pruning, LARGE_TABLE=0, LISTED=3), mock.patch.object(materialize, "LOCAL_MOST", 0):
+            mock.patch.multiple(bounds, BOUNDED_FROM_BYTES=0, LISTED=3), mock.patch.object(materialize, "LOCAL_MOST", 0):
         yield
 
 

@@ -11,7 +11,7 @@ from ivm_sql import compiler
 from ivm_sql.algebra import grouping_sets
 from ivm_sql.algebra.nodes import AggCall, Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.physical import pruning
+from ivm_sql.physical import bounds
 from ivm_sql.compiler import compile_views, render
 from ivm_sql.incremental.stages import TEMPORAL
 from ivm_sql.errors import IvmError, Location, SqlError, UnsupportedError
@@ -561,7 +561,7 @@ def test_a_join_with_a_constant_has_no_term_for_its_change(source: str) -> None:
     assert any(isinstance(n, Constant) for _, n in stage.node.sources)
     change = stage.change_query(compiler.symbolic_pins([stage]))
     assert len(list(change.find_all(exp.Union))) == 0 and sql(change).count("TABLE_CHANGES") == 1
-    assert pruning.bounds(change) == []  # no table to read by the change's keys: the constant is all there is
+    assert bounds.bounds(change) == []  # no table to read by the change's keys: the constant is all there is
 
 
 def test_a_scalar_subquery_over_parameters_is_a_one_row_constant() -> None:
@@ -1030,3 +1030,14 @@ def test_grouping_sets_refusals_point_at_the_line(text: str, error: type, words:
         compile_views(views(f"CREATE VIEW v AS\n{text}"), CATALOG, "db")
     assert type(caught.value) is error and words in caught.value.message and caught.value.hint
     assert caught.value.location == Location(PATH, FIRST_LINE + line)
+
+
+@pytest.mark.parametrize("body", [
+    "SELECT 1 AS n",
+    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r",
+])
+def test_a_view_that_reads_no_table_compiles_and_says_it_never_changes(body: str) -> None:
+    (plan,) = compile_views(views(f"CREATE VIEW v AS {body}"), CATALOG, "db")
+    rendered = render(plan)
+    assert "-- reads: nothing" in rendered
+    assert "-- nothing: the stage reads no table, so no change ever reaches it" in rendered

@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -479,11 +478,9 @@ def test_without_java_status_fails_fast_with_one_message(tmp_path: Path) -> None
     }
     env.update(PATH=str(empty_bin), JAVA_HOME=str(tmp_path / "no-jdk"))
 
-    started = time.monotonic()
     result = subprocess.run(
         [*command, "-p", str(project), "status"], env=env, capture_output=True, text=True, timeout=120
     )
-    elapsed = time.monotonic() - started
 
     assert result.returncode != 0
     assert "Traceback" not in result.stderr + result.stdout
@@ -492,4 +489,3 @@ def test_without_java_status_fails_fast_with_one_message(tmp_path: Path) -> None
     assert "Install OpenJDK 17" in message
     assert result.stdout.strip() == ""
     assert not (project / ".ivm").exists()  # Spark was never set up
-    assert elapsed < 30, f"took {elapsed:.1f}s: did it try to start Spark?"

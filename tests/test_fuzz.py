@@ -7,6 +7,7 @@ against a static catalog of the oracle's tables.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
@@ -52,6 +53,7 @@ def test_the_generator_reaches_every_family() -> None:
     assert set(FAMILIES) - seen == set(), "families no generated view used"
 
 
+@pytest.mark.deep
 def test_random_views_equal_their_select(spark, tmp_project: MakeProject) -> None:
     """One batch of eight random views (seed 39: 25 of the 29 families), one round of random
     changes: about three minutes on two cores, each view costing about 8 s per refresh and

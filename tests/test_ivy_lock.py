@@ -44,4 +44,4 @@ def test_a_killed_holder_releases_the_lock(tmp_path: Path) -> None:
     holder.wait(timeout=10)
     started = time.monotonic()
     with ivy_lock(lock):
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 30  # not the 60 s the holder would have held it

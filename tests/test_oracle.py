@@ -130,6 +130,8 @@ FILES = {
     "views/40_stacked.sql": STACKED,
 }
 
+
+@pytest.mark.deep
 @pytest.mark.parametrize("seed", SEEDS)
 def test_views_equal_their_select_after_random_changes(spark, tmp_project: MakeProject, seed: int) -> None:
     run_oracle(spark, tmp_project, FILES, seed, ROUNDS, cost_round=True)

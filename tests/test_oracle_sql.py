@@ -221,6 +221,7 @@ FILES = {
 }
 
 
+@pytest.mark.deep
 @pytest.mark.parametrize("seed", SEEDS)
 def test_analyst_sql_equals_its_select_after_random_changes(spark, tmp_project: MakeProject, seed: int) -> None:
     run_oracle(spark, tmp_project, FILES, seed, ROUNDS)

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from ivm_sql.errors import RefreshError
+from ivm_sql.errors import IvmError, RefreshError
 from ivm_sql.project import Project
 from ivm_sql.incremental.fixpoint import LIMIT_SETTING
 
@@ -130,3 +130,25 @@ def test_recursion_without_a_fixed_point_stops_with_one_error(spark, tmp_project
     finally:
         spark.conf.unset(LIMIT_SETTING)
     assert project.sql("SELECT COUNT(*) FROM loop").rows == [(3,)]  # as the last refresh left it
+
+
+def test_recursion_over_no_table_is_loaded_once_or_stops_with_one_error(spark, tmp_project: MakeProject) -> None:
+    """A recursive view that reads no table is a constant: loaded by its first refresh, never
+    changed after. One without a bound fails as Spark's WITH RECURSIVE does, with one error."""
+    bounded = ViewSpec("counted", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r")
+    project = Project.open(tmp_project({"migrations/0001_graph.sql": TABLES, "views/v.sql": views_file([bounded])}), spark=spark)
+    project.migrate()
+    (report,) = project.refresh()
+    assert report.action == "created" and project.sql("SELECT SUM(n) FROM counted").rows == [(15,)]
+    (again,) = project.refresh()
+    assert again.action == "unchanged"
+
+    endless = ViewSpec("endless", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT n FROM r")
+    (project.root / "views" / "v.sql").write_text(views_file([bounded, endless]))
+    spark.conf.set(LIMIT_SETTING, "12")
+    try:
+        with pytest.raises(IvmError) as raised:
+            Project.open(project.root, spark=spark).refresh()
+    finally:
+        spark.conf.unset(LIMIT_SETTING)
+    assert "endless" in str(raised.value)

@@ -11,7 +11,7 @@ import pytest
 
 from ivm_sql.compiler import EVERY_REFRESH_REASON
 from ivm_sql.errors import IvmError, SqlError
-from ivm_sql.physical import pruning
+from ivm_sql.physical import bounds
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import Refresher, ViewReport
 
@@ -348,7 +348,7 @@ def test_a_change_to_both_sides_bounded_to_few_files_is_applied(spark, tmp_proje
     statistics overlap the bounds: a change to both sides of the join at one end of the key
     range reads one file of each side's ten, so it is applied, where counting whole tables
     would recompute it (as the test above shows for tables of one file)."""
-    monkeypatch.setattr(pruning, "LARGE_TABLE", 0)  # every input counts as large
+    monkeypatch.setattr(bounds, "BOUNDED_FROM_BYTES", 0)  # every input counts as large
     slabs = [f"INSERT INTO {t} SELECT CAST(id AS INT), {v} FROM range({n * 100}, {n * 100 + 100})"
              for n in range(10) for t, v in (("orders", "CAST(id AS INT), 1, 'new'"), ("customers", "'DE'"))]
     project = open_project(spark, tmp_project, [LINES], setup=(ORDERS, CUSTOMERS, *slabs), config="")
@@ -387,7 +387,7 @@ def test_stage_table_gets_deletion_vectors_only_when_its_load_is_large(spark, tm
     its first load (the threshold is lowered here to the seeded rows)."""
     from ivm_sql.physical import layout
 
-    monkeypatch.setattr(layout, "LARGE_TABLE", 3)
+    monkeypatch.setattr(layout, "DELETION_VECTORS_ABOVE_ROWS", 3)
     specs = [LINES, COUNTRIES]
     project = open_project(spark, tmp_project, specs)
     project.refresh()

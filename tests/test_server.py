@@ -23,6 +23,7 @@ from dataclasses import replace
 
 import json
 import os
+import pty
 import queue
 import shutil
 import signal
@@ -288,6 +289,37 @@ def start_endless(root: Path) -> subprocess.Popen:
     return command
 
 
+def test_a_refresh_in_a_terminal_draws_its_progress(served: tuple[Path, ServerRecord]) -> None:
+    """On a terminal the server draws the live bar on the client's screen, as a refresh in its
+    own process does; the per-view lines come as ever. The change is undone afterwards."""
+    root, _ = served
+    ok(root, "sql", "UPDATE orders SET quantity = 5 WHERE id = 104")
+    screen, terminal = pty.openpty()
+    try:
+        refresh = subprocess.Popen([sys.executable, "-m", "ivm_sql.client", "-p", str(root), "refresh"],
+                                   stdout=terminal, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "120"})
+        os.close(terminal)
+        drawn = b""
+        while chunk := _read_some(screen):
+            drawn += chunk
+        assert refresh.wait(120) == 0, refresh.stderr.read()
+    finally:
+        os.close(screen)
+    shown = drawn.decode(errors="replace")
+    assert "\x1b[?25l" in shown and "/4" in shown  # a live display (the cursor hidden), counting the views
+    assert "shop.order_lines" in shown and "incremental" in shown
+    ok(root, "sql", "UPDATE orders SET quantity = 1 WHERE id = 104")
+    ok(root, "refresh")
+
+
+def _read_some(screen: int) -> bytes:
+    """What the terminal showed next; empty once its last writer closed it."""
+    try:
+        return os.read(screen, 4096)
+    except OSError:  # EIO: the other side is closed
+        return b""
+
+
 def test_ctrl_c_interrupts_the_command_in_the_server(served: tuple[Path, ServerRecord]) -> None:
     root, _ = served
     command = start_endless(root)
@@ -376,9 +408,8 @@ def test_a_server_that_does_not_answer_is_an_error_not_a_hang(tmp_path: Path) ->
         write_record(tmp_path, stand_in.pid, port=1)
         status = ivm(tmp_path, "server", "status", timeout=30)
         assert status.returncode == 1 and status.stdout.startswith("not answering:")
-        started = time.monotonic()
-        command = ivm(tmp_path, "sql", "SELECT 1", timeout=30)
-        assert command.returncode == 1 and time.monotonic() - started < 20
+        command = ivm(tmp_path, "sql", "SELECT 1", timeout=30)  # a hang fails here
+        assert command.returncode == 1
         assert f"ivm server (pid {stand_in.pid}) does not answer at sc://localhost:1" in command.stderr
         assert ok(tmp_path, "server", "stop").strip() == f"stopped the ivm server for {tmp_path} (pid {stand_in.pid})"
         assert stand_in.wait(timeout=10) == -signal.SIGTERM

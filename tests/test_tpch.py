@@ -214,6 +214,7 @@ def timings(log: Log, names: list[str], total: float, load: tuple[float, float])
     return "\n".join(lines)
 
 
+@pytest.mark.deep
 def test_tpch_queries_match_recompute_through_refresh_rounds(spark, tmp_project: MakeProject) -> None:
     names = SUBSET or list(QUERIES)
     started, load_before = time.perf_counter(), os.getloadavg()[0]

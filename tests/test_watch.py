@@ -175,7 +175,8 @@ def test_watch_ends_when_asked_between_refreshes(spark: SparkSession, shop: Proj
         next(rounds)
         threading.Timer(0.2, stop.set).start()
         started = time.monotonic()
-        assert next(rounds, None) is None and time.monotonic() - started < 60
+        assert next(rounds, None) is None
+        assert time.monotonic() - started < 1800  # not the hour's wait for the next poll, on any machine
     finally:
         spark.catalog.setCurrentDatabase(before)
 

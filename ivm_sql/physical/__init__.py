@@ -18,7 +18,7 @@ here say *how* it is computed and applied, and they never change a result:
 - ``sizes``: what the decisions weigh: each table version's bytes and file statistics from
   Delta's checksum files, and its rows, each asked once per refresh;
 - ``policy``: a view's refresh policy turns the cost model off, or refuses a recompute;
-- ``pruning``: which literal prunes what: a large input of a join term read bounded by the
+- ``bounds``: which literal prunes what: a large input of a join term read bounded by the
   change's keys;
 - ``layout``: stage tables keep a change data feed, and get deletion vectors once large;
 - ``view_table``: the view's table as its clauses ask (comment, properties, partitioning),

@@ -12,7 +12,7 @@ refresh says which one fired:
 - **scans**: the change query scans at least as many bytes as the recompute does (both pay
   for the stage's own table, once read and once written, so the scans decide, and the
   incremental way's extra statements break a tie). An input a join term reads bounded by
-  the change's keys (``physical.pruning``) counts only the files whose statistics overlap
+  the change's keys (``physical.bounds``) counts only the files whose statistics overlap
   them; any other, whole. A change to both sides of a join with scattered keys does this:
   each side's term reads the other side in full.
 
@@ -22,13 +22,14 @@ Sizes come from Delta's checksum files (no Spark job); an unknown size decides n
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
 from ivm_sql.config import RefreshSettings
 from ivm_sql.physical import execution
-from ivm_sql.physical.pruning import BoundRead, read_bytes
+from ivm_sql.physical.policy import RefreshPolicy
+from ivm_sql.physical.bounds import BoundRead, read_bytes
 
 # Below this many changed rows both ways cost Spark's fixed cost per statement, and a
 # recompute would also make every stage above it recompute: the rows rule stays quiet.
@@ -51,6 +52,12 @@ class CostModel:
     @classmethod
     def from_settings(cls, settings: RefreshSettings) -> "CostModel":
         return cls(settings.recompute_above)
+
+    def under(self, policy: RefreshPolicy) -> "CostModel":
+        """The cost model a view's refresh uses: this one under AUTO; none at all (both rules
+        off) for an incremental policy, so a large change is applied, never recomputed, and
+        for FULL, whose one stage recomputes whole anyway (with the policy as its reason)."""
+        return self if policy is RefreshPolicy.AUTO else replace(self, recompute_above=None)
 
     def recompute_reason(self, changed_rows: Mapping[str, int], count_rows: Callable[[str], int]) -> str | None:
         """The rows rule: why a stage is recomputed instead of refreshed incrementally, or None.

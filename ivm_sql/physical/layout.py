@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 # Rows above which a stage table gets deletion vectors after its first load.
-LARGE_TABLE = 1_000_000
+DELETION_VECTORS_ABOVE_ROWS = 1_000_000
 
 TABLE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
@@ -50,7 +50,7 @@ def creation_properties(columns: Iterable[str]) -> dict[str, str]:
 def properties_after_load(rows: int, created_mapped: bool = False) -> dict[str, str]:
     """Properties to set on a stage table whose first load (or recompute) wrote ``rows``;
     ``created_mapped``: the load created it with column mapping, and its feed still off."""
-    properties = {"delta.enableDeletionVectors": "true"} if rows > LARGE_TABLE else {}
+    properties = {"delta.enableDeletionVectors": "true"} if rows > DELETION_VECTORS_ABOVE_ROWS else {}
     if created_mapped:
         properties["delta.enableChangeDataFeed"] = "true"
     return properties
@@ -58,5 +58,5 @@ def properties_after_load(rows: int, created_mapped: bool = False) -> dict[str, 
 
 def describe() -> str:
     return (
-        f"stage tables keep a change data feed; deletion vectors once a load writes over {LARGE_TABLE:,} rows"
+        f"stage tables keep a change data feed; deletion vectors once a load writes over {DELETION_VECTORS_ABOVE_ROWS:,} rows"
     )

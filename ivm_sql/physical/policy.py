@@ -19,13 +19,9 @@ A view sets its own; ivm.yaml's ``refresh.policy`` is the project's default.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from enum import Enum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # only for annotations: ivm_sql.config imports this module, and cost imports config
-    from ivm_sql.incremental.stages import Stage
-    from ivm_sql.physical.cost import CostModel
+from ivm_sql.incremental.stages import Stage
 
 
 class RefreshPolicy(Enum):
@@ -57,14 +53,7 @@ FULL_REASON = "its refresh policy is FULL"
 FIRST_LOAD = ("new", "definition changed", "no ivm record in the table's history", "--full")
 
 
-def cost_model(policy: RefreshPolicy, project: "CostModel") -> "CostModel":
-    """The cost model a view's refresh uses: the project's under AUTO; none at all (both
-    rules off) for an incremental policy, so a large change is applied, never recomputed,
-    and for FULL, whose one stage recomputes whole anyway (with the policy as its reason)."""
-    return project if policy is RefreshPolicy.AUTO else replace(project, recompute_above=None)
-
-
-def whole_recompute(stages: "tuple[Stage, ...]") -> "Stage | None":
+def whole_recompute(stages: tuple[Stage, ...]) -> Stage | None:
     """The first stage that recomputes its whole operator on a change (one global key:
     ORDER BY ... LIMIT over all rows, a filter on the current time no temporal rule keeps, an
     aggregate without GROUP BY that is not maintained from the change, ...); touched-keys

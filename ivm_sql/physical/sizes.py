@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from ivm_sql.physical import execution, pruning
+from ivm_sql.physical import bounds, execution
 from ivm_sql.physical.cost import scanned_bytes
 from ivm_sql.sqlbuild import lit, table_at, to_sql
 
@@ -37,7 +37,7 @@ class TableSizes:
         """Each file's size and statistics; None when its checksum file does not list them."""
         return self.run(lambda: self.log.file_stats(table, version), table)
 
-    def scanned_bytes(self, query: exp.Query, bounded: list[pruning.BoundRead] = ()) -> int | None:
+    def scanned_bytes(self, query: exp.Query, bounded: list[bounds.BoundRead] = ()) -> int | None:
         """``cost.scanned_bytes``: what ``query`` reads, a bounded table by the files it opens."""
         return scanned_bytes(query, list(bounded), self.bytes, self.files)
 

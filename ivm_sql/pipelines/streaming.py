@@ -22,6 +22,7 @@ from ivm_sql.errors import RefreshError
 from ivm_sql.pipelines.sql_datasets import SKIP_CHANGE_COMMITS, StreamingTable
 from ivm_sql.runtime.delta_log import DeltaLog, commit_record, require_change_feed
 from ivm_sql.runtime.refresh import ViewReport
+from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.sqlbuild import col, ident, lit, table as table_node, table_at, to_sql
 
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -67,7 +68,7 @@ def refresh_streaming(spark, log: DeltaLog, database: str, stream: StreamingTabl
     since = record.get("base", {}).get(source)
     if since is None:
         raise RefreshError(f"{target} holds no record of the {source} version it reflects", location=stream.location,
-                           hint=f"reload it: ivm refresh --full (it was not made by ivm, or its source changed name)")
+                           hint="reload it: ivm refresh --full (it was not made by ivm, or its source changed name)")
     if latest < since:  # the source was dropped and made anew: its history is another table's
         raise RefreshError(f"{source} is at version {latest}, older than the {since} that {target} reflects: it was made anew",
                            location=stream.location, hint=f"reload it from {source} as it is now: ivm refresh --full")
@@ -120,7 +121,6 @@ def _report(log: DeltaLog, target: str, action: str, reason: str, latest: int, s
 def streaming_status(spark, log: DeltaLog, database: str, stream: StreamingTable):
     """The ``ivm status`` line of a streaming table: the source version it holds the rows of,
     a newer one not yet appended, its row count (from Delta's checksum, else counted)."""
-    from ivm_sql.project import ViewStatus  # the type of `ivm status` lines; project imports this module late
 
     target, source = f"{database}.{stream.name}", qualified(stream.source, database)
     if not log.exists(target):

@@ -36,7 +36,7 @@ from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import execution, layout, materialize, policy as policies, pruning
+from ivm_sql.physical import execution, layout, materialize, bounds, policy as policies
 from ivm_sql.physical.cost import SMALL_CHANGE, CheaperToRecompute, CostModel
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.recompute import Recomputes
@@ -143,7 +143,7 @@ class Refresher:
         self.recomputes = Recomputes(self.log, self.current, full, self._run)
         self.changes = SourceChanges(self.tally.session(spark))
         self.sizes = TableSizes(self.tally.session(spark), self.log, self._run)
-        self.key_values = pruning.KeyValues(self.tally.session(spark))  # of the change data feeds ``changes`` keeps
+        self.key_values = bounds.KeyValues(self.tally.session(spark))  # of the change data feeds ``changes`` keeps
         self.plan_of: dict[str, ViewPlan] = {}  # stage table -> the plan of its view
         self._progress = threading.Lock()  # workers report the stages they begin one at a time
 
@@ -248,7 +248,7 @@ class Refresher:
             self._adopt(stage.table, latest, record)
             return "unchanged", ""
         plan = self.plan_of[stage.table]
-        cost = policies.cost_model(plan.policy, self.cost)
+        cost = self.cost.under(plan.policy)
         reason = self.recomputes.forced_reason(stage, fingerprint, exists, record)
         clock_moved = stage.reads_clock and record.get("now") != self.now
         if reason is None and not clock_moved and all(recorded[t] == self.current[t] for t in stage.sources):
@@ -365,16 +365,16 @@ class Refresher:
         """One MERGE of the stage's change (``change_query``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
         version, which the MERGE reads. Join terms and touched-keys recomputes read large
-        inputs bounded by the change's keys (``physical.pruning``). Raises ``HistoryGone``
+        inputs bounded by the change's keys (``physical.bounds``). Raises ``HistoryGone``
         when a file of a source's change data feed is missing (VACUUM removed it), and
         ``CheaperToRecompute`` when the cost model's scans rule, with the bounds known, finds
-        a recompute cheaper. Returns the files the bounds opened (``pruning.files_read``)."""
+        a recompute cheaper. Returns the files the bounds opened (``bounds.files_read``)."""
         if change is None:
             return {}
         try:
             # the one table a change reads as it stands is the stage's own (its stored rows)
             sizes = lambda table, version: self.sizes.bytes(table, own_version if version is None else version)  # noqa: E731
-            change, bounded = pruning.bounded(self.key_values, self.changes.rewrite(change), sizes)
+            change, bounded = bounds.bounded(self.key_values, self.changes.rewrite(change), sizes)
             cheaper = cost.scan_reason(self.sizes.scanned_bytes(change, bounded), self.sizes.scanned_bytes(self._initial(stage)))
             if cheaper is not None:
                 raise CheaperToRecompute(cheaper)
@@ -386,7 +386,7 @@ class Refresher:
                     merge_small = not small and execution.is_small_merge(staged.rows, self.sizes.bytes(stage.table, own_version))
                     with execution.for_small_data(self.spark, enabled=merge_small), staged.reading(self.spark):
                         self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
-            return pruning.files_read(bounded, self.sizes.files)
+            return bounds.files_read(bounded, self.sizes.files)
         except (PySparkException, Py4JJavaError) as error:
             if history.is_missing_file(error):
                 raise history.HistoryGone() from None

@@ -1,4 +1,4 @@
-"""Join terms read a large input only where the change's keys are (``physical.pruning``).
+"""Join terms read a large input only where the change's keys are (``physical.bounds``).
 
 The differential oracles check that the bounds never change a result: their even rounds
 bound every join term (``oracle.as_large``). Here: which equalities give bounds, which
@@ -18,7 +18,7 @@ from sqlglot import exp
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler import compile_views, render, symbolic_pins
 from ivm_sql.errors import Location
-from ivm_sql.physical import cost, execution, pruning
+from ivm_sql.physical import bounds, cost, execution
 from ivm_sql.physical.changes import is_change_read
 from ivm_sql.runtime.delta_log import DeltaLog
 from ivm_sql.sqlbuild import col, to_sql
@@ -47,7 +47,7 @@ def test_each_join_term_bounds_the_other_inputs_by_its_change_keys() -> None:
         "SELECT o.id, c.name, p.price FROM orders o JOIN customers c ON o.customer_id = c.id "
         "JOIN products p ON o.product_id = p.id"
     )
-    assert sorted(b.describe() for b in pruning.bounds(change)) == [
+    assert sorted(b.describe() for b in bounds.bounds(change)) == [
         "db.customers.id by the change's customer_id",  # the orders term
         "db.orders.customer_id by the change's id",  # the customers term
         "db.orders.product_id by the change's id",  # the products term
@@ -60,8 +60,8 @@ def test_a_bound_reaches_the_tables_of_the_query_itself() -> None:
     snapshot (the new version UNION ALL the change) must give its own table node, not a copy."""
     change = change_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id")
     nodes = {id(t) for t in change.find_all(exp.Table)}
-    origins = [(t, name) for b in pruning.bounds(change)
-               for t, name in pruning._origins(pruning._sources(b.term)[b.table_alias], b.column) if not is_change_read(t)]
+    origins = [(t, name) for b in bounds.bounds(change)
+               for t, name in bounds._origins(bounds._sources(b.term)[b.table_alias], b.column) if not is_change_read(t)]
     assert sorted(name for _, name in origins) == ["customer_id", "id"]
     assert all(id(t) in nodes for t, _ in origins)
 
@@ -70,38 +70,38 @@ def test_ivm_compile_names_the_bounds() -> None:
     text = render(plan_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id"))
     assert "-- large inputs read only where the change's keys are: " \
            "db.customers.id by the change's customer_id; db.orders.customer_id by the change's id" in text
-    assert f"-- pruning: {pruning.describe()};" in text
+    assert f"-- pruning: {bounds.describe()};" in text
 
 
 def test_no_bound_without_an_equality_or_through_an_outer_join() -> None:
-    assert pruning.bounds(change_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id < c.id")) == []
-    assert pruning.bounds(change_of("SELECT id, quantity FROM orders WHERE quantity > 2")) == []
+    assert bounds.bounds(change_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id < c.id")) == []
+    assert bounds.bounds(change_of("SELECT id, quantity FROM orders WHERE quantity > 2")) == []
     outer = exp.select("a.k").from_("(SELECT * FROM global_temp.__ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT")
-    assert pruning.bounds(outer) == []
+    assert bounds.bounds(outer) == []
     inner = exp.select("a.k").from_("(SELECT * FROM global_temp.__ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k")
-    assert [(b.change_alias, b.key, b.table_alias, b.column) for b in pruning.bounds(inner)] == [("a", "k", "b", "k")]
+    assert [(b.change_alias, b.key, b.table_alias, b.column) for b in bounds.bounds(inner)] == [("a", "k", "b", "k")]
 
 
 def test_a_touched_keys_recompute_reads_its_inputs_only_where_the_touched_keys_are() -> None:
     # a window recomputes each touched partition: orders is read only for the touched customers
     change = change_of("SELECT id, customer_id, RANK() OVER (PARTITION BY customer_id ORDER BY quantity) AS r FROM orders")
     # and the stage's stored rows of the touched keys, which its change subtracts
-    assert sorted(b.describe() for b in pruning.bounds(change)) == [
+    assert sorted(b.describe() for b in bounds.bounds(change)) == [
         "db.__ivm_v.__ivm_k0 by the touched keys", "db.orders.customer_id by the touched keys"]
-    assert all(b.null_safe for b in pruning.bounds(change))  # a NULL customer is a partition like any other
+    assert all(b.null_safe for b in bounds.bounds(change))  # a NULL customer is a partition like any other
 
 
 def test_a_semi_join_bounds_both_ways_an_anti_join_neither() -> None:
     semi = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM global_temp.__ivm_changes1) AS a", on="b.k <=> a.k", join_type="LEFT SEMI")
-    assert [(b.change_alias, b.table_alias, b.null_safe) for b in pruning.bounds(semi)] == [("a", "b", True)]
+    assert [(b.change_alias, b.table_alias, b.null_safe) for b in bounds.bounds(semi)] == [("a", "b", True)]
     semi = exp.select("a.k").from_("(SELECT * FROM global_temp.__ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT SEMI")
-    assert [(b.change_alias, b.table_alias, b.null_safe) for b in pruning.bounds(semi)] == [("a", "b", False)]
+    assert [(b.change_alias, b.table_alias, b.null_safe) for b in bounds.bounds(semi)] == [("a", "b", False)]
     anti = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM global_temp.__ivm_changes1) AS a", on="b.k = a.k", join_type="LEFT ANTI")
-    assert pruning.bounds(anti) == []
+    assert bounds.bounds(anti) == []
 
 
 def literal(distinct: int, values: list, lo=None, hi=None) -> str | None:
-    predicate = pruning._literal_predicate(col("k", "b"), pruning._key_ranges(distinct, values, lo, hi))
+    predicate = bounds._literal_predicate(col("k", "b"), bounds._key_ranges(distinct, values, lo, hi))
     return None if predicate is None else to_sql(predicate, pretty=False)
 
 
@@ -109,7 +109,7 @@ def test_literals_a_list_ranges_nothing_or_none() -> None:
     assert literal(0, []) == "FALSE"  # no key: no row of the term can join
     assert literal(3, [2, 5, 9]) == "`b`.`k` IN (2, 5, 9)"
     assert literal(2, ["a", "x'y"]) == "`b`.`k` IN ('a', 'x\\'y')"
-    slab = list(range(100, 100 + pruning.LISTED + 1))
+    slab = list(range(100, 100 + bounds.LISTED + 1))
     assert literal(len(slab), slab) == f"`b`.`k` BETWEEN 100 AND {slab[-1]}"
     # new keys at the top, deleted ones at the bottom: two ranges, the files between skipped
     two = list(range(1, 20)) + list(range(6000, 6020, 2))
@@ -118,10 +118,10 @@ def test_literals_a_list_ranges_nothing_or_none() -> None:
     spread = list(range(0, 700, 7))
     assert literal(len(spread), spread) == "`b`.`k` BETWEEN 0 AND 693"
     assert literal(10**6, two, 1, 10**6) == "`b`.`k` BETWEEN 1 AND 1000000"
-    assert pruning._ranges([*range(10), 100, 1000, 10000, 100000]) == [(0, 100), (1000, 1000), (10000, 10000), (100000, 100000)]  # the 3 widest holes
-    assert pruning._ranges(["a", "b", "z"]) == [("a", "z")]
-    assert to_sql(pruning._literal(decimal.Decimal("12.50")), pretty=False) == "12.50"
-    assert to_sql(pruning._literal(datetime.date(2026, 11, 25)), pretty=False) == "CAST('2026-11-25' AS DATE)"
+    assert bounds._ranges([*range(10), 100, 1000, 10000, 100000]) == [(0, 100), (1000, 1000), (10000, 10000), (100000, 100000)]  # the 3 widest holes
+    assert bounds._ranges(["a", "b", "z"]) == [("a", "z")]
+    assert to_sql(bounds._literal(decimal.Decimal("12.50")), pretty=False) == "12.50"
+    assert to_sql(bounds._literal(datetime.date(2026, 11, 25)), pretty=False) == "CAST('2026-11-25' AS DATE)"
     # no literal for a timestamp (it depends on the session's time zone) or a float: no bound
     assert literal(2, [datetime.datetime(2026, 1, 1), datetime.datetime(2026, 1, 2)]) is None
     assert literal(1, [0.5]) is None
@@ -132,12 +132,12 @@ def test_the_cost_model_counts_the_files_a_bound_opens() -> None:
              (200, {"minValues": {"k": 1000}, "maxValues": {"k": 1999}}),
              (400, {"minValues": {"k": 2000}, "maxValues": {"k": 2999}}),
              (800, {})]  # no statistics: opened
-    assert pruning.read_bytes(files, "k", ((5, 5), (2500, 2600))) == 100 + 400 + 800
-    assert pruning.read_bytes(files, "k", ()) == 800
-    assert pruning.read_bytes(files, "other", ((5, 5),)) == 1500
+    assert bounds.read_bytes(files, "k", ((5, 5), (2500, 2600))) == 100 + 400 + 800
+    assert bounds.read_bytes(files, "k", ()) == 800
+    assert bounds.read_bytes(files, "other", ((5, 5),)) == 1500
     dated = [(10, {"minValues": {"d": "2026-01-01"}, "maxValues": {"d": "2026-01-31"}})]
-    assert pruning.read_bytes(dated, "d", ((datetime.date(2026, 2, 1), datetime.date(2026, 2, 3)),)) == 0
-    assert pruning.read_bytes(dated, "d", ((datetime.date(2026, 1, 31), datetime.date(2026, 2, 3)),)) == 10
+    assert bounds.read_bytes(dated, "d", ((datetime.date(2026, 2, 1), datetime.date(2026, 2, 3)),)) == 0
+    assert bounds.read_bytes(dated, "d", ((datetime.date(2026, 1, 31), datetime.date(2026, 2, 3)),)) == 10
 
 
 @pytest.fixture
@@ -160,7 +160,7 @@ def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(sp
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
     term = (exp.select("a.k", "b.v").from_("(SELECT * FROM global_temp.__ivm_changes_test) AS a")
             .join(f"{big_table} VERSION AS OF {version} AS b", on="a.k = b.k"))
-    bounded, reads = pruning.bounded(pruning.KeyValues(spark), term, lambda table, version: pruning.LARGE_TABLE)
+    bounded, reads = bounds.bounded(bounds.KeyValues(spark), term, lambda table, version: bounds.BOUNDED_FROM_BYTES)
     assert bounded.sql() != term.sql() and [r.column for r in reads] == ["k"]
     with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):  # leaves in the plan itself
         frame = spark.sql(to_sql(bounded, pretty=False))
@@ -173,7 +173,7 @@ def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(sp
     # what the cost model counts, from the checksum file, is what Delta read
     log = DeltaLog(spark)
     assert cost.scanned_bytes(bounded, reads, log.size_bytes, log.file_stats) == scans[0].apply("filesSize").value()
-    small, reads = pruning.bounded(pruning.KeyValues(spark), term, lambda table, version: pruning.LARGE_TABLE - 1)
+    small, reads = bounds.bounded(bounds.KeyValues(spark), term, lambda table, version: bounds.BOUNDED_FROM_BYTES - 1)
     assert small.sql() == term.sql() and reads == []  # a small input is read as it is
 
 
@@ -191,7 +191,7 @@ def test_a_null_safe_bound_reads_the_null_keys_file_too(spark, big_table) -> Non
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
     term = (exp.select("b.k", "b.v").from_(f"{big_table} VERSION AS OF {version} AS b")
             .join("(SELECT * FROM global_temp.__ivm_changes_test) AS a", on="b.k <=> a.k", join_type="LEFT SEMI"))
-    bounded, reads = pruning.bounded(pruning.KeyValues(spark), term, lambda table, version: pruning.LARGE_TABLE)
+    bounded, reads = bounds.bounded(bounds.KeyValues(spark), term, lambda table, version: bounds.BOUNDED_FROM_BYTES)
     assert "IS NULL" in bounded.sql() and reads == []  # the cost model counts it whole
     with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):
         frame = spark.sql(to_sql(bounded, pretty=False))
@@ -230,7 +230,7 @@ def test_keys_read_straight_from_a_feed_take_its_values_once_per_refresh(spark) 
     """Two stages' changes over one feed, filtered differently: both are bounded by all of the
     feed's keys (a superset of each one's own), fetched by one job."""
     _feed(spark, "__ivm_changes_kv1", "(3, 1), (5, -1), (9, 1)")
-    values = pruning.KeyValues(spark)
+    values = bounds.KeyValues(spark)
     small = _source("SELECT c.k, SUM(c.__ivm_w) AS w FROM global_temp.__ivm_changes_kv1 AS c WHERE c.k < 4 GROUP BY c.k")
     renamed = _source("SELECT c.k AS p0 FROM global_temp.__ivm_changes_kv1 AS c WHERE c.__ivm_w > 0")
     first, jobs = _jobs(spark, lambda: values.of(small, ["k"]))
@@ -244,7 +244,7 @@ def test_a_key_an_outer_join_may_turn_null_takes_the_changes_own_values(spark) -
     bound must see it, or a touched-keys recompute would lose the NULL key's rows."""
     _feed(spark, "__ivm_changes_kv2", "(5, 1)")
     change = _source("SELECT x.k FROM (SELECT 1 AS j) AS d LEFT JOIN global_temp.__ivm_changes_kv2 AS x ON d.j = x.k")
-    distinct, _, _, _, has_null = pruning.KeyValues(spark).of(change, ["k"])["k"]
+    distinct, _, _, _, has_null = bounds.KeyValues(spark).of(change, ["k"])["k"]
     assert (distinct, has_null) == (0, True)
 
 
@@ -256,18 +256,18 @@ def test_a_key_computed_in_one_branch_of_a_union_takes_the_changes_own_values(sp
     _feed(spark, "__ivm_changes_kv3", "(5, -1), (2, 1)")
     _feed(spark, "__ivm_changes_kv4", "(40, 1)")
     union = _source("SELECT o.k + 1 AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c")
-    distinct, listed, least, greatest, has_null = pruning.KeyValues(spark).of(union, ["t"])["t"]
+    distinct, listed, least, greatest, has_null = bounds.KeyValues(spark).of(union, ["t"])["t"]
     assert (distinct, listed, least, greatest, has_null) == (3, [3, 6, 40], 3, 40, False)
     plain = _source("SELECT o.k AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c")
-    assert [(table.name, column) for table, column in pruning._origins(plain, "t")] == [
+    assert [(table.name, column) for table, column in bounds._origins(plain, "t")] == [
         ("__ivm_changes_kv3", "k"), ("__ivm_changes_kv4", "k")]  # every branch a column: the feeds' values
 
 
 def test_values_of_several_feeds_are_their_union() -> None:
-    both = pruning._merged([(2, [1, 4], 1, 4, False), (2, [4, 7], 4, 7, True)])
+    both = bounds._merged([(2, [1, 4], 1, 4, False), (2, [4, 7], 4, 7, True)])
     assert both == (3, [1, 4, 7], 1, 7, True)
-    partial = pruning._merged([(2, [1, 4], 1, 4, False), (200_000, [5], 5, 900, False)])
-    assert pruning._key_ranges(*partial[:4]) == [(1, 900)]  # not all fetched: least to greatest
+    partial = bounds._merged([(2, [1, 4], 1, 4, False), (200_000, [5], 5, 900, False)])
+    assert bounds._key_ranges(*partial[:4]) == [(1, 900)]  # not all fetched: least to greatest
 
 
 def test_a_chain_of_equalities_bounds_every_input_on_it() -> None:
@@ -279,7 +279,7 @@ def test_a_chain_of_equalities_bounds_every_input_on_it() -> None:
         "SELECT o.id, c.name, p.price FROM orders o JOIN customers c ON o.customer_id = c.id "
         "JOIN products p ON c.id = p.id"
     )
-    assert sorted(b.describe() for b in pruning.bounds(change)) == [
+    assert sorted(b.describe() for b in bounds.bounds(change)) == [
         "db.customers.id by the change's customer_id",  # the orders term
         "db.customers.id by the change's id",  # the products term
         "db.orders.customer_id by the change's id",  # the customers term
@@ -293,6 +293,6 @@ def test_a_chain_is_not_followed_through_a_null_safe_equality() -> None:
     """NULL <=> NULL holds: along ``<=>`` a NULL key would join, and a bound by the change's
     values (which leaves NULL out unless the change holds one) could drop its rows."""
     conditions = [sqlglot.parse_one(c, dialect="spark") for c in ("d.k = o.k", "o.k <=> l.k")]
-    pairs = {(a, b, null_safe) for a, b, null_safe in pruning._equalities(conditions)}
+    pairs = {(a, b, null_safe) for a, b, null_safe in bounds._equalities(conditions)}
     assert (("d", "k"), ("l", "k"), False) not in pairs
     assert (("o", "k"), ("l", "k"), True) in pairs and (("d", "k"), ("o", "k"), False) in pairs

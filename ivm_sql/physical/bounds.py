@@ -27,7 +27,7 @@ null counts too). A LEFT ANTI join or an outer join bounds nothing: its output h
 that match no key.
 
 A change counts only when its query reads nothing but kept change data feeds (its bounds are
-one small job over memory), and only inputs whose Delta tables hold ``LARGE_TABLE`` bytes or
+one small job over memory), and only inputs whose Delta tables hold ``BOUNDED_FROM_BYTES`` bytes or
 more are bounded: below that the job costs more than the files it skips.
 """
 
@@ -46,7 +46,7 @@ from ivm_sql.physical.changes import GLOBAL_TEMP, is_change_read
 from ivm_sql.sqlbuild import col, lit, to_sql
 
 # Bytes of Delta data an input must scan for its read to be bounded by the change's keys.
-LARGE_TABLE = 8 * 2**20
+BOUNDED_FROM_BYTES = 8 * 2**20
 # Distinct values of a change's key listed as IN (...); more become ranges.
 LISTED = 16
 RANGES = 4
@@ -263,10 +263,10 @@ def _reads_a_table(source: exp.Expression) -> bool:
 
 def _is_large(source: exp.Expression, table_bytes: Callable[[str, int | None], int | None]) -> bool:
     """Whether the Delta tables a FROM item reads (at a version, or as they stand) hold
-    LARGE_TABLE bytes or more."""
+    BOUNDED_FROM_BYTES bytes or more."""
     reads = [_read_of(t) for t in source.find_all(exp.Table) if t.db and not is_change_read(t)]  # not a CTE's name
     sizes = [table_bytes(t, v) for t, v in reads]
-    return bool(sizes) and sum(LARGE_TABLE if s is None else s for s in sizes) >= LARGE_TABLE
+    return bool(sizes) and sum(BOUNDED_FROM_BYTES if s is None else s for s in sizes) >= BOUNDED_FROM_BYTES
 
 
 def _read_of(table: exp.Table) -> tuple[str, int | None]:
@@ -425,7 +425,7 @@ def _reads_only_changes(source: exp.Expression) -> bool:
 
 def describe() -> str:
     return (
-        f"in a join term or a touched-keys recompute, an input that scans {LARGE_TABLE // 2**20} MiB of Delta data "
+        f"in a join term or a touched-keys recompute, an input that scans {BOUNDED_FROM_BYTES // 2**20} MiB of Delta data "
         f"or more is read only where its join key is among the change's keys (IN a list of up to {LISTED}, or up to {RANGES} BETWEEN ranges "
         "split at the widest gaps): literals Delta skips files by"
     )

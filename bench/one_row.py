@@ -1,0 +1,108 @@
+"""One changed row of the demo, refreshed in one warm process: what each choice on its path saves.
+
+Issue 33 asks for a one-row refresh of about a second, and for each setting on that path to
+be measured and kept only where it pays. This compares, side by side in one process and one
+Spark session, rounds as ivm runs them against rounds with one choice undone (``--compare``):
+
+- ``warm-state``: the server (``ivm_sql.host.WarmSnapshots``) has Delta compute the
+  snapshot state of each stage table a refresh committed to before the next refresh, since
+  each commit ivm makes is checked against it (``runtime.concurrent``); undone, the refresh's
+  commits compute it.
+- ``codegen``, ``adaptive``, ``partitions``: the small-data settings a tiny change runs with
+  (``physical.execution.SMALL_DATA_SETTINGS``): interpreted, no adaptive re-planning, one
+  shuffle partition; undone, that one is left at the session's own value.
+
+The demo project is copied to a temporary folder, migrated and refreshed. Each round changes
+one order, waits ``--pause`` seconds and times the refresh; rounds alternate between ivm's way
+and the choice undone. The first ``--warm-up`` rounds are left out (the JIT warms); the
+medians of the rest are printed, with the Spark jobs the refreshes ran.
+
+    .venv/bin/python bench/one_row.py --compare warm-state,codegen,adaptive,partitions --rounds 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from unittest import mock
+
+from ivm_sql import Project
+from ivm_sql.physical import execution
+from ivm_sql.runtime.delta_log import compute_state
+
+REPO = Path(__file__).resolve().parent.parent
+ONE_ORDER = "UPDATE orders SET quantity = quantity + 1 WHERE id = 102"
+SETTING_OF = {"codegen": ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"),
+              "adaptive": ("spark.sql.adaptive.enabled",), "partitions": ("spark.sql.shuffle.partitions",)}
+CHOICES = ("warm-state", *SETTING_OF)
+
+
+def without_setting(name: str) -> AbstractContextManager:
+    """SMALL_DATA_SETTINGS without the named ones: the session's own values apply."""
+    kept = {key: value for key, value in execution.SMALL_DATA_SETTINGS.items() if key not in SETTING_OF[name]}
+    return mock.patch.object(execution, "SMALL_DATA_SETTINGS", kept)
+
+
+def refresh_round(project: Project, pause: float, before: Callable[[], None], around: AbstractContextManager) -> tuple[float, int]:
+    """Seconds and Spark jobs of a refresh after one changed order."""
+    project.sql(ONE_ORDER)
+    before()
+    time.sleep(pause)
+    with around:
+        started = time.perf_counter()
+        reports = project.refresh()
+        elapsed = time.perf_counter() - started
+    return elapsed, sum(report.jobs or 0 for report in reports)
+
+
+def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: float) -> None:
+    def compute_states() -> None:
+        for table in project.stage_versions:
+            compute_state(project.spark, table)
+
+    ivms_way = (compute_states, nullcontext)  # as in the server, between commands
+    undone = (lambda: None, nullcontext) if choice == "warm-state" else (compute_states, lambda: without_setting(choice))
+    kept: dict[str, list[tuple[float, int]]] = {"ivm's way": [], "undone": []}
+    for number in range(rounds):
+        label, (before, around) = ("ivm's way", ivms_way) if number % 2 == 0 else ("undone", undone)
+        seconds, jobs = refresh_round(project, pause, before, around())
+        print(f"  {choice} round {number + 1}, {label:<9}: {seconds:5.2f} s, {jobs} jobs", flush=True)
+        if number >= warm_up:
+            kept[label].append((seconds, jobs))
+    way, off = (statistics.median(s for s, _ in kept[k]) for k in ("ivm's way", "undone"))
+    jobs_way, jobs_off = (statistics.median(j for _, j in kept[k]) for k in ("ivm's way", "undone"))
+    print(f"{choice}: ivm's way {way:.2f} s ({jobs_way:g} jobs), undone {off:.2f} s ({jobs_off:g} jobs): "
+          f"undoing it costs {off / way:.2f}x (median of {len(kept['undone'])} rounds each)", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compare", default=",".join(CHOICES), help=f"comma-separated, of {', '.join(CHOICES)} (default all)")
+    parser.add_argument("--rounds", type=int, default=16, help="rounds per choice, half of them with it undone")
+    parser.add_argument("--warm-up", type=int, default=4, help="first rounds of each choice left out of the medians")
+    parser.add_argument("--pause", type=float, default=1.0, help="seconds between the change and the refresh")
+    args = parser.parse_args()
+    choices = args.compare.split(",")
+    if unknown := set(choices) - set(CHOICES):
+        parser.error(f"unknown {', '.join(sorted(unknown))}; the choices are {', '.join(CHOICES)}")
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        shutil.copy(REPO / "ivm.yaml", root)
+        for name in ("views", "migrations"):
+            shutil.copytree(REPO / name, root / name)
+        project = Project.open(root)
+        project.migrate()
+        project.refresh()
+        for choice in choices:
+            compare(project, choice, args.rounds, args.warm_up, args.pause)
+        project.spark.stop()  # before the folder goes: Spark holds the metastore in it
+
+
+if __name__ == "__main__":
+    main()
