@@ -10,8 +10,8 @@ CLI in this process (``ivm_sql.cli``), which reaches a running server over Spark
 
 The client passes on Ctrl-C and SIGTERM: the server interrupts the command as this process
 would have (``ivm_sql.host``), and its exit code (130) comes back; a watch stops after the
-refresh in progress at the first, as in its own process, and is interrupted at the second. A third one gives up
-waiting and exits at once. A server that ends during the command is said so, exit 1.
+refresh in progress at the first, as in its own process, and is interrupted at the second.
+A third one gives up waiting and exits at once. A server that ends during the command is said so, exit 1.
 """
 
 from __future__ import annotations

@@ -244,9 +244,10 @@ class Command:
         self._on_signal = handler
 
     def signal(self, name: str) -> None:
-        """The client forwarded a signal: its handler's, once, if the command set one."""
+        """The client forwarded a signal: its handler's, once, if the command set one (a name
+        that is no signal's interrupts, as Ctrl-C does)."""
         handler, self._on_signal = self._on_signal, None
-        if handler is None:
+        if handler is None or name not in signal.Signals.__members__:
             self.interrupt()
         else:
             handler(name)

@@ -13,7 +13,7 @@ import pytest
 
 from ivm_sql import wire
 from ivm_sql.client import served
-from ivm_sql.host import ClientStream, WarmProjects
+from ivm_sql.host import ClientStream, Command, WarmProjects
 from ivm_sql.server_record import SOCKET_PATH_MOST, socket_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,3 +124,23 @@ def test_the_client_loads_neither_spark_nor_the_compiler() -> None:
         capture_output=True, text=True, cwd=REPO, check=True,
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def test_a_forwarded_signal_goes_to_a_watch_once_then_interrupts() -> None:
+    """A watch takes the client's first signal; the next one, or a name that is no signal's,
+    interrupts the command (its jobs cancelled), as Ctrl-C does."""
+    cancelled: list[str] = []
+    server = type("Server", (), {"cancel": lambda self, tag: cancelled.append(tag)})()
+    left, right = socket.socketpair()
+    with left, right:
+        command = Command(server, left, {"argv": ["refresh", "--watch"]})
+        taken: list[str] = []
+        command.relay(taken.append)
+        command.signal("SIGTERM")
+        assert taken == ["SIGTERM"] and not command.interrupted
+        command.signal("SIGTERM")
+        assert taken == ["SIGTERM"] and command.interrupted and cancelled == [command.tag]
+        other = Command(server, left, {"argv": ["refresh", "--watch"]})
+        other.relay(taken.append)
+        other.signal("NOT_A_SIGNAL")
+        assert taken == ["SIGTERM"] and other.interrupted
