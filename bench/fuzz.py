@@ -26,6 +26,7 @@ from fuzz import fuzz  # noqa: E402  (tests/fuzz.py)
 from ivm_sql.config import Config, SparkSettings  # noqa: E402
 from ivm_sql.session import build_session  # noqa: E402
 
+
 def project_maker(folder: Path):
     """Like tests/conftest.py's tmp_project: a fresh folder per project, its own database."""
 
@@ -40,14 +41,31 @@ def main() -> int:
     parser.add_argument("--views", type=int, default=50, help="views to generate in all")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of random changes per batch")
     parser.add_argument("--seed", type=int, default=1, help="seeds the views and the data")
-    parser.add_argument("--batch", type=int, default=25, help="view slots per project (about 5 in 6 hold a view)")
-    parser.add_argument("--shrink-seconds", type=float, default=300, help="time for new runs while shrinking a failure")
+    parser.add_argument(
+        "--batch", type=int, default=25, help="view slots per project (about 5 in 6 hold a view)"
+    )
+    parser.add_argument(
+        "--shrink-seconds",
+        type=float,
+        default=300,
+        help="time for new runs while shrinking a failure",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ivm_fuzz_") as folder:
-        spark = build_session(Config(spark=SparkSettings(conf=SESSION_SETTINGS)), Path(folder) / "spark")
+        spark = build_session(
+            Config(spark=SparkSettings(conf=SESSION_SETTINGS)), Path(folder) / "spark"
+        )
         try:
-            report = fuzz(spark, project_maker(Path(folder)), views=args.views, rounds=args.rounds, seed=args.seed,
-                          batch=args.batch, shrink_seconds=args.shrink_seconds, log=lambda line: print(line, flush=True))
+            report = fuzz(
+                spark,
+                project_maker(Path(folder)),
+                views=args.views,
+                rounds=args.rounds,
+                seed=args.seed,
+                batch=args.batch,
+                shrink_seconds=args.shrink_seconds,
+                log=lambda line: print(line, flush=True),
+            )
         finally:
             spark.stop()
     for finding, test in zip(report.findings, report.tests(args.seed)):

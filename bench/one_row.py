@@ -6,7 +6,7 @@ Spark session, rounds as ivm runs them against rounds with one choice undone (``
 
 - ``warm-state``: the server (``ivm_sql.host.WarmSnapshots``) has Delta compute the
   snapshot state of each stage table a refresh committed to before the next refresh, since
-  each commit ivm makes is checked against it (``runtime.concurrent``); undone, the refresh's
+  each commit ivm makes is checked against it (``storage.concurrent``); undone, the refresh's
   commits compute it.
 - ``codegen``, ``adaptive``, ``partitions``: the small-data settings a tiny change runs with
   (``physical.execution.SMALL_DATA_SETTINGS``): interpreted, no adaptive re-planning, one
@@ -34,22 +34,31 @@ from unittest import mock
 
 from ivm_sql import Project
 from ivm_sql.physical import execution
-from ivm_sql.runtime.delta_log import compute_state
+from ivm_sql.storage.delta_log import compute_state
 
 REPO = Path(__file__).resolve().parent.parent
 ONE_ORDER = "UPDATE orders SET quantity = quantity + 1 WHERE id = 102"
-SETTING_OF = {"codegen": ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"),
-              "adaptive": ("spark.sql.adaptive.enabled",), "partitions": ("spark.sql.shuffle.partitions",)}
+SETTING_OF = {
+    "codegen": ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode"),
+    "adaptive": ("spark.sql.adaptive.enabled",),
+    "partitions": ("spark.sql.shuffle.partitions",),
+}
 CHOICES = ("warm-state", *SETTING_OF)
 
 
 def without_setting(name: str) -> AbstractContextManager:
     """SMALL_DATA_SETTINGS without the named ones: the session's own values apply."""
-    kept = {key: value for key, value in execution.SMALL_DATA_SETTINGS.items() if key not in SETTING_OF[name]}
+    kept = {
+        key: value
+        for key, value in execution.SMALL_DATA_SETTINGS.items()
+        if key not in SETTING_OF[name]
+    }
     return mock.patch.object(execution, "SMALL_DATA_SETTINGS", kept)
 
 
-def refresh_round(project: Project, pause: float, before: Callable[[], None], around: AbstractContextManager) -> tuple[float, int]:
+def refresh_round(
+    project: Project, pause: float, before: Callable[[], None], around: AbstractContextManager
+) -> tuple[float, int]:
     """Seconds and Spark jobs of a refresh after one changed order."""
     project.sql(ONE_ORDER)
     before()
@@ -67,26 +76,45 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
             compute_state(project.spark, table)
 
     ivms_way = (compute_states, nullcontext)  # as in the server, between commands
-    undone = (lambda: None, nullcontext) if choice == "warm-state" else (compute_states, lambda: without_setting(choice))
+    undone = (
+        (lambda: None, nullcontext)
+        if choice == "warm-state"
+        else (compute_states, lambda: without_setting(choice))
+    )
     kept: dict[str, list[tuple[float, int]]] = {"ivm's way": [], "undone": []}
     for number in range(rounds):
         label, (before, around) = ("ivm's way", ivms_way) if number % 2 == 0 else ("undone", undone)
         seconds, jobs = refresh_round(project, pause, before, around())
-        print(f"  {choice} round {number + 1}, {label:<9}: {seconds:5.2f} s, {jobs} jobs", flush=True)
+        print(
+            f"  {choice} round {number + 1}, {label:<9}: {seconds:5.2f} s, {jobs} jobs", flush=True
+        )
         if number >= warm_up:
             kept[label].append((seconds, jobs))
     way, off = (statistics.median(s for s, _ in kept[k]) for k in ("ivm's way", "undone"))
     jobs_way, jobs_off = (statistics.median(j for _, j in kept[k]) for k in ("ivm's way", "undone"))
-    print(f"{choice}: ivm's way {way:.2f} s ({jobs_way:g} jobs), undone {off:.2f} s ({jobs_off:g} jobs): "
-          f"undoing it costs {off / way:.2f}x (median of {len(kept['undone'])} rounds each)", flush=True)
+    print(
+        f"{choice}: ivm's way {way:.2f} s ({jobs_way:g} jobs), undone {off:.2f} s ({jobs_off:g} jobs): "
+        f"undoing it costs {off / way:.2f}x (median of {len(kept['undone'])} rounds each)",
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--compare", default=",".join(CHOICES), help=f"comma-separated, of {', '.join(CHOICES)} (default all)")
-    parser.add_argument("--rounds", type=int, default=16, help="rounds per choice, half of them with it undone")
-    parser.add_argument("--warm-up", type=int, default=4, help="first rounds of each choice left out of the medians")
-    parser.add_argument("--pause", type=float, default=1.0, help="seconds between the change and the refresh")
+    parser.add_argument(
+        "--compare",
+        default=",".join(CHOICES),
+        help=f"comma-separated, of {', '.join(CHOICES)} (default all)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=16, help="rounds per choice, half of them with it undone"
+    )
+    parser.add_argument(
+        "--warm-up", type=int, default=4, help="first rounds of each choice left out of the medians"
+    )
+    parser.add_argument(
+        "--pause", type=float, default=1.0, help="seconds between the change and the refresh"
+    )
     args = parser.parse_args()
     choices = args.compare.split(",")
     if unknown := set(choices) - set(CHOICES):

@@ -33,8 +33,13 @@ OURS, THEIRS = "shop", "sdp_shop"
 
 def run(args: list[str], cwd: Path, token: str | None = None) -> float:
     """Seconds ``args`` took; a failure stops the benchmark with its output."""
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONPATH": str(REPO),
+    }
     if token:
         env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token
     start = time.monotonic()
@@ -50,27 +55,56 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     options = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="ivm-sdp-"))
-    ours = write(folder / "ivm", {"spark-pipeline.yml": SPEC.format(root=folder / "ivm", database=OURS), **TRANSFORMATIONS,
-                                  "ivm.yaml": "migrations: migrations\n", "migrations/0001_sources.sql": sources(folder, options.rows)})
-    theirs = write(folder / "sdp", {"spark-pipeline.yml": SPEC.format(root=folder / "sdp", database=THEIRS), **TRANSFORMATIONS})
+    ours = write(
+        folder / "ivm",
+        {
+            "spark-pipeline.yml": SPEC.format(root=folder / "ivm", database=OURS),
+            **TRANSFORMATIONS,
+            "ivm.yaml": "migrations: migrations\n",
+            "migrations/0001_sources.sql": sources(folder, options.rows),
+        },
+    )
+    theirs = write(
+        folder / "sdp",
+        {
+            "spark-pipeline.yml": SPEC.format(root=folder / "sdp", database=THEIRS),
+            **TRANSFORMATIONS,
+        },
+    )
     ivm = [sys.executable, "-m", "ivm_sql.cli"]
     try:
         run([*ivm, "server", "start"], ours)
         from ivm_sql import server as servers
 
         record = servers.read_record(ours)
-        pipelines = [str(BIN / "spark-pipelines"), "--remote", f"sc://localhost:{record.port}", "run", "--spec", str(theirs / "spark-pipeline.yml")]
+        pipelines = [
+            str(BIN / "spark-pipelines"),
+            "--remote",
+            f"sc://localhost:{record.port}",
+            "run",
+            "--spec",
+            str(theirs / "spark-pipeline.yml"),
+        ]
         run([*ivm, "migrate"], ours)
-        print(f"{options.rows} orders and events; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(
+            f"{options.rows} orders and events; load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
         print(f"{'run':<10} {'spark-pipelines run':>20} {'ivm refresh':>12}")
         for round_ in range(options.rounds + 1):
             if round_:
                 change(ivm, ours, round_)
             sdp = run(pipelines, ours, record.token)
             ours_s = run([*ivm, "refresh"], ours)
-            print(f"{'initial' if not round_ else f'change {round_}':<10} {sdp:>19.1f}s {ours_s:>11.1f}s  (load {os.getloadavg()[0]:.1f})")
+            print(
+                f"{'initial' if not round_ else f'change {round_}':<10} {sdp:>19.1f}s {ours_s:>11.1f}s  (load {os.getloadavg()[0]:.1f})"
+            )
     finally:
-        subprocess.run([*ivm, "server", "stop"], cwd=ours, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True)
+        subprocess.run(
+            [*ivm, "server", "stop"],
+            cwd=ours,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+        )
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -92,10 +126,12 @@ def sources(folder: Path, rows: int) -> str:
 def change(ivm: list[str], root: Path, round_: int) -> None:
     """A small change: 10 orders inserted, 10 updated, 10 deleted, 10 events appended."""
     base = 10_000_000 * round_
-    for statement in (f"INSERT INTO orders SELECT id, id % 1000, 50 FROM range({base}, {base + 10})",
-                      f"UPDATE orders SET amount = amount + 1 WHERE id BETWEEN {round_ * 100} AND {round_ * 100 + 9}",
-                      f"DELETE FROM orders WHERE id BETWEEN {round_ * 1000} AND {round_ * 1000 + 9}",
-                      f"INSERT INTO events SELECT id, 4 FROM range({base}, {base + 10})"):
+    for statement in (
+        f"INSERT INTO orders SELECT id, id % 1000, 50 FROM range({base}, {base + 10})",
+        f"UPDATE orders SET amount = amount + 1 WHERE id BETWEEN {round_ * 100} AND {round_ * 100 + 9}",
+        f"DELETE FROM orders WHERE id BETWEEN {round_ * 1000} AND {round_ * 1000 + 9}",
+        f"INSERT INTO events SELECT id, 4 FROM range({base}, {base + 10})",
+    ):
         run([*ivm, "sql", statement], root)
 
 

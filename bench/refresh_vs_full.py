@@ -28,8 +28,12 @@ def build(root: Path, orders: int) -> Project:
     (root / "ivm.yaml").write_text("database: bench\n")
     project = Project.open(root)
     project.migrate()
-    project.sql("INSERT INTO customers SELECT CAST(id AS INT), concat('c', id), element_at(array('UK','US','NL','FR'), CAST(id % 4 + 1 AS INT)) FROM range(1, 10001) AS r(id)")
-    project.sql("INSERT INTO products SELECT CAST(id AS INT), concat('p', id), element_at(array('hardware','software','books'), CAST(id % 3 + 1 AS INT)), CAST(id % 97 + 1 AS DECIMAL(10,2)) FROM range(1, 1001) AS r(id)")
+    project.sql(
+        "INSERT INTO customers SELECT CAST(id AS INT), concat('c', id), element_at(array('UK','US','NL','FR'), CAST(id % 4 + 1 AS INT)) FROM range(1, 10001) AS r(id)"
+    )
+    project.sql(
+        "INSERT INTO products SELECT CAST(id AS INT), concat('p', id), element_at(array('hardware','software','books'), CAST(id % 3 + 1 AS INT)), CAST(id % 97 + 1 AS DECIMAL(10,2)) FROM range(1, 1001) AS r(id)"
+    )
     project.sql(
         f"INSERT INTO orders SELECT CAST(id AS INT), CAST(id % 10000 + 1 AS INT), CAST(id % 1000 + 1 AS INT), CAST(id % 5 + 1 AS INT), "
         f"element_at(array('shipped','pending','cancelled'), CAST(id % 3 + 1 AS INT)) FROM range(1, {orders + 1}) AS r(id)"
@@ -56,21 +60,27 @@ def main() -> None:
         incremental, full, unchanged = [], [], []
         for round_ in range(args.rounds):
             start = round_ * args.changes + 1
-            project.sql(f"UPDATE orders SET quantity = quantity + 1, status = 'shipped' WHERE id BETWEEN {start} AND {start + args.changes - 1}")
+            project.sql(
+                f"UPDATE orders SET quantity = quantity + 1, status = 'shipped' WHERE id BETWEEN {start} AND {start + args.changes - 1}"
+            )
             incremental.append(timed(project.refresh))
             unchanged.append(timed(project.refresh))
             full.append(timed(lambda: project.refresh(full=True)))
             bad = [r.view for r in project.verify() if not r.ok]
             assert not bad, f"views differ from recompute: {bad}"
         start = args.rounds * args.changes + 1
-        project.sql(f"UPDATE orders SET quantity = quantity + 1 WHERE id BETWEEN {start} AND {start + args.changes - 1}")
+        project.sql(
+            f"UPDATE orders SET quantity = quantity + 1 WHERE id BETWEEN {start} AND {start + args.changes - 1}"
+        )
         per_view = {r.view: r.seconds for r in project.refresh()}
         per_view_full = {r.view: r.seconds for r in project.refresh(full=True)}
         for view, seconds in per_view.items():
             print(f"  {view:<28} incremental {seconds:6.2f}s   full {per_view_full[view]:6.2f}s")
         inc, ful, unc = (statistics.median(x) for x in (incremental, full, unchanged))
         print(f"orders={args.orders} changed per round={args.changes} rounds={args.rounds}")
-        print(f"incremental refresh: median {inc:.2f}s   full recompute: median {ful:.2f}s   ratio full/incremental: {ful / inc:.2f}x")
+        print(
+            f"incremental refresh: median {inc:.2f}s   full recompute: median {ful:.2f}s   ratio full/incremental: {ful / inc:.2f}x"
+        )
         print(f"refresh with no changes: median {unc:.2f}s")
 
 

@@ -40,7 +40,9 @@ def ivm_output(module: str, root: Path, *args: str) -> tuple[float, str]:
     """Seconds the `ivm` process took, start to exit, and what it printed; it must succeed."""
     started = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", module, "-p", str(root), *args], capture_output=True, text=True,
+        [sys.executable, "-m", module, "-p", str(root), *args],
+        capture_output=True,
+        text=True,
         env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
     )
     elapsed = time.perf_counter() - started
@@ -49,7 +51,9 @@ def ivm_output(module: str, root: Path, *args: str) -> tuple[float, str]:
     return elapsed, result.stdout
 
 
-def one_order_refreshes(module: str, root: Path, changes: int, pause: float) -> list[tuple[float, float]]:
+def one_order_refreshes(
+    module: str, root: Path, changes: int, pause: float
+) -> list[tuple[float, float]]:
     """(wall seconds, seconds of work) of ``ivm refresh`` after each one-order UPDATE, made
     ``pause`` seconds after the refresh before (a user reading its output)."""
     timings = []
@@ -63,17 +67,32 @@ def one_order_refreshes(module: str, root: Path, changes: int, pause: float) -> 
 
 
 def medians(module: str, root: Path, runs: int) -> dict[str, float]:
-    return {args[0]: statistics.median(ivm_output(module, root, *args)[0] for _ in range(runs)) for args in COMMANDS}
+    return {
+        args[0]: statistics.median(ivm_output(module, root, *args)[0] for _ in range(runs))
+        for args in COMMANDS
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5, help="timed runs of each quick command, each way")
-    parser.add_argument("--changes", type=int, default=7, help="refreshes after a one-order change, server up")
-    parser.add_argument("--embedded-changes", type=int, default=3, help="the same without the server (a JVM each)")
-    parser.add_argument("--pause", type=float, default=3.0,
-                        help="seconds between a refresh and the next change, as a user reads the output (default 3)")
-    parser.add_argument("--module", default="ivm_sql.client", help="what runs as ivm (default ivm_sql.client)")
+    parser.add_argument(
+        "--runs", type=int, default=5, help="timed runs of each quick command, each way"
+    )
+    parser.add_argument(
+        "--changes", type=int, default=7, help="refreshes after a one-order change, server up"
+    )
+    parser.add_argument(
+        "--embedded-changes", type=int, default=3, help="the same without the server (a JVM each)"
+    )
+    parser.add_argument(
+        "--pause",
+        type=float,
+        default=3.0,
+        help="seconds between a refresh and the next change, as a user reads the output (default 3)",
+    )
+    parser.add_argument(
+        "--module", default="ivm_sql.client", help="what runs as ivm (default ivm_sql.client)"
+    )
     args = parser.parse_args()
     module = args.module
     with tempfile.TemporaryDirectory() as folder:
@@ -93,11 +112,17 @@ def main() -> None:
         finally:
             ivm_output(module, root, "server", "stop")
     print(f"ivm is `python -m {module}`; server start: {start:.1f} s (once)")
-    print(f"{'command':<16} {'embedded':>9} {'server':>8} {'ratio':>7}   (median of {args.runs} runs, wall time of the ivm process)")
+    print(
+        f"{'command':<16} {'embedded':>9} {'server':>8} {'ratio':>7}   (median of {args.runs} runs, wall time of the ivm process)"
+    )
     for name in embedded:
         label = "refresh (none)" if name == "refresh" else name
-        print(f"{label:<16} {embedded[name]:>8.2f}s {served[name]:>7.2f}s {embedded[name] / served[name]:>6.1f}x")
-    print(f"refresh after one changed order, server up ({args.pause:g} s after the refresh before):")
+        print(
+            f"{label:<16} {embedded[name]:>8.2f}s {served[name]:>7.2f}s {embedded[name] / served[name]:>6.1f}x"
+        )
+    print(
+        f"refresh after one changed order, server up ({args.pause:g} s after the refresh before):"
+    )
     for number, (wall, work) in enumerate(changed, 1):
         print(f"  {number}: {wall:.2f} s wall, {work:.2f} s of work")
     print("refresh after one changed order, no server (a JVM each):")
@@ -105,14 +130,22 @@ def main() -> None:
         print(f"  {number}: {wall:.2f} s wall, {work:.2f} s of work")
     one_row = statistics.median(wall for wall, _ in changed)
     print("targets (wall clock of the whole command):")
-    print(f"  1. one changed order, server up: median {one_row:.2f} s (target under {ONE_ROW_TARGET} s): "
-          f"{'met' if one_row < ONE_ROW_TARGET else 'missed'}")
+    print(
+        f"  1. one changed order, server up: median {one_row:.2f} s (target under {ONE_ROW_TARGET} s): "
+        f"{'met' if one_row < ONE_ROW_TARGET else 'missed'}"
+    )
     for name, label in (("status", "ivm status"), ("refresh", "a refresh with no change")):
-        print(f"  2. {label}, server up: median {served[name]:.2f} s (target under {QUICK_TARGET} s): "
-              f"{'met' if served[name] < QUICK_TARGET else 'missed'}")
-    print(f"  3. one changed order, no server: median {statistics.median(wall for wall, _ in embedded_changed):.2f} s "
-          "(no slower than before the server ran commands: compare with a run of the commit before, --module ivm_sql.cli)")
-    print("  4. TPC-H SF 1 through the server, no dearer than in one process: bench/tpch.py --server against bench/tpch.py")
+        print(
+            f"  2. {label}, server up: median {served[name]:.2f} s (target under {QUICK_TARGET} s): "
+            f"{'met' if served[name] < QUICK_TARGET else 'missed'}"
+        )
+    print(
+        f"  3. one changed order, no server: median {statistics.median(wall for wall, _ in embedded_changed):.2f} s "
+        "(no slower than before the server ran commands: compare with a run of the commit before, --module ivm_sql.cli)"
+    )
+    print(
+        "  4. TPC-H SF 1 through the server, no dearer than in one process: bench/tpch.py --server against bench/tpch.py"
+    )
 
 
 if __name__ == "__main__":

@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ivm_sql import Project
-
 from refresh_vs_full import timed  # bench/ is the script's folder
+
+from ivm_sql import Project
 
 VIEWS = """
 CREATE VIEW last_week AS
@@ -34,7 +34,7 @@ WHERE at BETWEEN now() - INTERVAL 2 DAYS AND now() GROUP BY kind;
 CREATE VIEW last_hour AS
 SELECT id, kind FROM events WHERE at > now() - INTERVAL 1 HOUR;
 """
-START = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SPAN = timedelta(days=10)  # the events cover the ten days before START
 
 
@@ -69,7 +69,12 @@ def build(root: Path, events: int, appends: int) -> Project:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2_000_000)
-    parser.add_argument("--appends", type=int, default=40, help="appends the events arrive in (one file or more each)")
+    parser.add_argument(
+        "--appends",
+        type=int,
+        default=40,
+        help="appends the events arrive in (one file or more each)",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--minutes", type=int, default=10, help="clock advance per round")
     parser.add_argument("--new", type=int, default=1000, help="new events per round")
@@ -91,13 +96,21 @@ def main() -> None:
             bad = [r.view for r in project.verify() if not r.ok]
             assert not bad, f"views differ from their SELECT at {now}: {bad}"
             full.append(timed(lambda: full_reports.extend(project.refresh(now=now, full=True))))
-            print(f"  at {now:%H:%M}: incremental {incremental[-1]:.2f}s, --full {full[-1]:.2f}s; per view "
-                  + ", ".join(f"{r.view.split('.')[-1]} {r.seconds:.2f}s ({r.action}, {r.rows_out} rows) against {f.seconds:.2f}s"
-                              for r, f in zip(reports, full_reports)))
+            print(
+                f"  at {now:%H:%M}: incremental {incremental[-1]:.2f}s, --full {full[-1]:.2f}s; per view "
+                + ", ".join(
+                    f"{r.view.split('.')[-1]} {r.seconds:.2f}s ({r.action}, {r.rows_out} rows) against {f.seconds:.2f}s"
+                    for r, f in zip(reports, full_reports)
+                )
+            )
         inc, ful = statistics.median(incremental), statistics.median(full)
-        print(f"events={args.events} appends={args.appends} rounds={args.rounds} clock +{args.minutes} min "
-              f"and {args.new} new events per round")
-        print(f"incremental refresh: median {inc:.2f}s   --full: median {ful:.2f}s   ratio full/incremental: {ful / inc:.2f}x")
+        print(
+            f"events={args.events} appends={args.appends} rounds={args.rounds} clock +{args.minutes} min "
+            f"and {args.new} new events per round"
+        )
+        print(
+            f"incremental refresh: median {inc:.2f}s   --full: median {ful:.2f}s   ratio full/incremental: {ful / inc:.2f}x"
+        )
 
 
 if __name__ == "__main__":

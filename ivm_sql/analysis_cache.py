@@ -80,7 +80,9 @@ class AnalysisCache:
         }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", dir=self.path.parent, delete=False, encoding="utf-8") as out:
+            with tempfile.NamedTemporaryFile(
+                "w", dir=self.path.parent, delete=False, encoding="utf-8"
+            ) as out:
                 json.dump(document, out)
             os.replace(out.name, self.path)
         except OSError:

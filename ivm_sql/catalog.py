@@ -6,7 +6,8 @@ a fixed mapping, typed by sqlglot, for compiler tests that need no Spark.
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 import sqlglot
 from sqlglot import exp
@@ -76,7 +77,10 @@ class SparkCatalog:
         return self.log.is_table(name)
 
     def _read_columns(self, table: str) -> Schema:
-        return [(f.name.lower(), f.dataType.simpleString()) for f in self.spark.table(table).schema.fields]
+        return [
+            (f.name.lower(), f.dataType.simpleString())
+            for f in self.spark.table(table).schema.fields
+        ]
 
     def output_schema(self, sql: str, inputs: Mapping[str, Schema]) -> Schema:
         from pyspark.errors import PySparkException
@@ -107,7 +111,10 @@ class StaticCatalog:
             db, table = name.split(".")
             nested.setdefault(db, {})[table] = dict(schema)
         try:
-            query = annotate_types(qualify(sqlglot.parse_one(sql, read=DIALECT), schema=nested, dialect=DIALECT), schema=nested)
+            query = annotate_types(
+                qualify(sqlglot.parse_one(sql, read=DIALECT), schema=nested, dialect=DIALECT),
+                schema=nested,
+            )
         except sqlglot.errors.SqlglotError as error:
             raise QueryError(str(error)) from None
         return [column for e in query.selects for column in _columns_of(e)]

@@ -6,22 +6,29 @@ import shlex
 import signal
 import sys
 import threading
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Callable, ContextManager, Iterator, List, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from ivm_sql import report_json
+from ivm_sql import server as servers
+from ivm_sql import server_record as records
 from ivm_sql.errors import IvmError
-from ivm_sql import server as servers, server_record as records
 from ivm_sql.graph import Format, choose_format, draw, image_path, text
 from ivm_sql.progress import RefreshProgress, round_line
 from ivm_sql.project import Project
 from ivm_sql.runtime.lifecycle import TOMBSTONE_HOURS, ViewState
-from ivm_sql.runtime.watch import DEFAULT_CLOCK_EVERY, DEFAULT_EVERY, StopOnSignal, parse_clock_interval, parse_interval
+from ivm_sql.runtime.watch import (
+    DEFAULT_CLOCK_EVERY,
+    DEFAULT_EVERY,
+    StopOnSignal,
+    parse_clock_interval,
+    parse_interval,
+)
 from ivm_sql.session import cancel_jobs
 
 app = typer.Typer(
@@ -30,21 +37,31 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
 def _console(stderr: bool) -> Console:
     """Never wrap long lines (SQL and errors must survive a pipe); wide tables off a terminal.
     It writes to whatever sys.stdout (or sys.stderr) is when it prints."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=None if stream.isatty() else 250)
+    return Console(
+        stderr=stderr, highlight=False, soft_wrap=True, width=None if stream.isatty() else 250
+    )
 
 
 def _client_console(stream, columns: int | None, environ: dict[str, str]) -> Console:
     """The same on a client's stream in the server, as the client's terminal shows it."""
     terminal = stream.isatty()
-    return Console(file=stream, force_terminal=terminal, highlight=False, soft_wrap=True,
-                   width=(columns if terminal else 250), _environ=environ)
+    return Console(
+        file=stream,
+        force_terminal=terminal,
+        highlight=False,
+        soft_wrap=True,
+        width=(columns if terminal else 250),
+        _environ=environ,
+    )
 
 
-def _open_project(path: Path, verbose: bool) -> ContextManager[Project]:
+def _open_project(path: Path, verbose: bool) -> AbstractContextManager[Project]:
     return nullcontext(Project.open(path, verbose=verbose))
 
 
@@ -57,7 +74,7 @@ class _Consoles(threading.local):
         self.hosted = False
         self.out = _console(stderr=False)
         self.err = _console(stderr=True)
-        self.open_project: Callable[[Path, bool], ContextManager[Project]] = _open_project
+        self.open_project: Callable[[Path, bool], AbstractContextManager[Project]] = _open_project
         # in the server: hands it the handler of the client's first Ctrl-C or SIGTERM (a watch's)
         self.relay: Callable[[Callable[[str], None] | None], None] | None = None
 
@@ -66,9 +83,14 @@ _consoles = _Consoles()
 
 
 @contextmanager
-def hosted(out_stream, err_stream, columns: int | None, environ: dict[str, str],
-           open_project: Callable[[Path, bool], ContextManager[Project]],
-           relay: Callable[[Callable[[str], None] | None], None]) -> Iterator[None]:
+def hosted(
+    out_stream,
+    err_stream,
+    columns: int | None,
+    environ: dict[str, str],
+    open_project: Callable[[Path, bool], AbstractContextManager[Project]],
+    relay: Callable[[Callable[[str], None] | None], None],
+) -> Iterator[None]:
     """In the server: this thread's command writes to a client's streams, shown as its
     terminal would show them, opens its project with ``open_project``, and a watch takes its
     client's first signal through ``relay`` (``StopOnSignal``)."""
@@ -99,7 +121,12 @@ err = _ThisThreads("err")
 @app.callback()
 def main(
     ctx: typer.Context,
-    project: Path = typer.Option(Path("."), "--project", "-p", help="Project folder (holding ivm.yaml, or a spark-pipeline.yml here or above)."),
+    project: Path = typer.Option(
+        Path("."),
+        "--project",
+        "-p",
+        help="Project folder (holding ivm.yaml, or a spark-pipeline.yml here or above).",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show Spark's own logs."),
 ) -> None:
     ctx.obj = {"path": project, "verbose": verbose}
@@ -129,10 +156,17 @@ def opened(ctx: typer.Context, as_json: bool = False, lines: bool = False) -> It
         if ctx.obj["verbose"] and not as_json:
             err.print(f"[red]error: {first_line(error)}[/red]")
             raise
-        _fail(IvmError(first_line(error), hint="run with --verbose for details"), 1, as_json, lines=lines)
+        _fail(
+            IvmError(first_line(error), hint="run with --verbose for details"),
+            1,
+            as_json,
+            lines=lines,
+        )
 
 
-def _fail(error: IvmError, code: int, as_json: bool, plain: str | None = None, lines: bool = False) -> None:
+def _fail(
+    error: IvmError, code: int, as_json: bool, plain: str | None = None, lines: bool = False
+) -> None:
     err.print(plain or f"[red]{error}[/red]", markup=plain is None)
     if as_json:
         typer.echo(report_json.dumps(report_json.error_document(error), lines))
@@ -142,7 +176,9 @@ def _fail(error: IvmError, code: int, as_json: bool, plain: str | None = None, l
 @app.command()
 def init(
     ctx: typer.Context,
-    folder: Optional[Path] = typer.Argument(None, help="Folder of the new project (default: --project, or here)."),
+    folder: Path | None = typer.Argument(
+        None, help="Folder of the new project (default: --project, or here)."
+    ),
 ) -> None:
     """Create a new project: ivm.yaml, views/ and migrations/ with one example each."""
     from ivm_sql.scaffold import create_project
@@ -151,7 +187,11 @@ def init(
     try:
         written = create_project(root)
     except (IvmError, OSError) as error:
-        err.print(f"[red]{error}[/red]" if isinstance(error, IvmError) else f"[red]error: cannot write {root}: {error.strerror}[/red]")
+        err.print(
+            f"[red]{error}[/red]"
+            if isinstance(error, IvmError)
+            else f"[red]error: cannot write {root}: {error.strerror}[/red]"
+        )
         raise typer.Exit(1) from None
     for path in written:
         out.print(f"created {path}", markup=False)
@@ -173,17 +213,25 @@ def migrate(ctx: typer.Context) -> None:
 @app.command()
 def compile(
     ctx: typer.Context,
-    views: Optional[List[str]] = typer.Argument(None, help="Views to show (default: all)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write one VIEW.sql file per view here."),
+    views: list[str] | None = typer.Argument(None, help="Views to show (default: all)."),
+    out_dir: Path | None = typer.Option(
+        None, "--out", help="Write one VIEW.sql file per view here."
+    ),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Print the Spark SQL that maintains each view, without running anything on data."""
     with opened(ctx, as_json) as project:
         if out_dir is not None and out_dir.exists() and not out_dir.is_dir():  # before any work
-            raise IvmError(f"--out {out_dir} is not a folder", hint="name a folder (it is made if missing)")
+            raise IvmError(
+                f"--out {out_dir} is not a folder", hint="name a folder (it is made if missing)"
+            )
         compiled = project.compile(views or None)
         if as_json:
-            typer.echo(report_json.dumps({**report_json.compile_document(compiled), **_python_datasets(project)}))
+            typer.echo(
+                report_json.dumps(
+                    {**report_json.compile_document(compiled), **_python_datasets(project)}
+                )
+            )
             return
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -199,13 +247,22 @@ def compile(
 @app.command()
 def graph(
     ctx: typer.Context,
-    view: Optional[str] = typer.Argument(None, help="Draw this view's DBSP circuit (default: the whole project)."),
-    asked: Optional[Format] = typer.Option(
-        None, "--format", "-f",
-        help="dot and mermaid print text; svg and png draw a file (needs Graphviz). "
-             "Default: what --output's suffix names (.svg, .png, .mmd, .dot), else dot.",
+    view: str | None = typer.Argument(
+        None, help="Draw this view's DBSP circuit (default: the whole project)."
     ),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here (default for svg/png: <database or view>.<format>)."),
+    asked: Format | None = typer.Option(
+        None,
+        "--format",
+        "-f",
+        help="dot and mermaid print text; svg and png draw a file (needs Graphviz). "
+        "Default: what --output's suffix names (.svg, .png, .mmd, .dot), else dot.",
+    ),
+    output: Path | None = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="Write here (default for svg/png: <database or view>.<format>).",
+    ),
 ) -> None:
     """Draw the project (tables, views, the stages that keep them) or one view's circuit."""
     form = choose_format(asked, output)
@@ -225,18 +282,37 @@ def graph(
 @app.command()
 def refresh(
     ctx: typer.Context,
-    views: Optional[List[str]] = typer.Argument(None, help="Views to refresh (and the views they read); default: all."),
-    full: bool = typer.Option(False, "--full", help="Recompute from scratch instead of applying changes."),
-    as_json: bool = typer.Option(False, "--json", help=JSON_HELP + " With --watch, one line per refresh."),
+    views: list[str] | None = typer.Argument(
+        None, help="Views to refresh (and the views they read); default: all."
+    ),
+    full: bool = typer.Option(
+        False, "--full", help="Recompute from scratch instead of applying changes."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help=JSON_HELP + " With --watch, one line per refresh."
+    ),
     watch: bool = typer.Option(
-        False, "--watch", help="Refresh now, then again whenever a source changes, until Ctrl-C or SIGTERM: "
-        "the first lets the refresh in progress finish (exit 0), a second abandons it (exit 130)."),
-    every: Optional[str] = typer.Option(
-        None, "--every", help=f"With --watch: how often to read the sources' Delta logs, e.g. 500ms, 10s, 2m (default {DEFAULT_EVERY})."),
-    until_idle: bool = typer.Option(False, "--until-idle", help="With --watch: stop at the first look that finds no source changed."),
-    clock_every: Optional[str] = typer.Option(
-        None, "--clock-every", help="With --watch: refresh the views that filter on the current time at least this often, "
-        f"with no source changed, so rows enter and leave their windows on time; 'off' to wait for a source change (default {DEFAULT_CLOCK_EVERY})."),
+        False,
+        "--watch",
+        help="Refresh now, then again whenever a source changes, until Ctrl-C or SIGTERM: "
+        "the first lets the refresh in progress finish (exit 0), a second abandons it (exit 130).",
+    ),
+    every: str | None = typer.Option(
+        None,
+        "--every",
+        help=f"With --watch: how often to read the sources' Delta logs, e.g. 500ms, 10s, 2m (default {DEFAULT_EVERY}).",
+    ),
+    until_idle: bool = typer.Option(
+        False,
+        "--until-idle",
+        help="With --watch: stop at the first look that finds no source changed.",
+    ),
+    clock_every: str | None = typer.Option(
+        None,
+        "--clock-every",
+        help="With --watch: refresh the views that filter on the current time at least this often, "
+        f"with no source changed, so rows enter and leave their windows on time; 'off' to wait for a source change (default {DEFAULT_CLOCK_EVERY}).",
+    ),
 ) -> None:
     """Bring views up to date with every source change since their last refresh.
 
@@ -248,12 +324,18 @@ def refresh(
             return
         if as_json:
             reports = project.refresh(views or None, full=full)
-            typer.echo(report_json.dumps({**report_json.refresh_document(reports), **_python_datasets(project)}))
+            typer.echo(
+                report_json.dumps(
+                    {**report_json.refresh_document(reports), **_python_datasets(project)}
+                )
+            )
             return
         header = [f"{'view':<32} {'rows in':>8} {'rows out':>9} {'time':>7}  strategy"]
 
         def show(report) -> None:
-            while header:  # printed with the first view, so a refresh refused at once prints only why
+            while (
+                header
+            ):  # printed with the first view, so a refresh refused at once prints only why
                 out.print(header.pop(), markup=False)
             bounded = f"; {report.bounded_reads}" if report.bounded_reads else ""
             progress.view_done(
@@ -261,53 +343,91 @@ def refresh(
             )
 
         # the console itself, not this thread's: workers and the live bar's own thread print too
-        with RefreshProgress(_consoles.out, live=out.is_terminal, redirect=not _consoles.hosted) as progress:
+        with RefreshProgress(
+            _consoles.out, live=out.is_terminal, redirect=not _consoles.hosted
+        ) as progress:
             project.refresh(views or None, full=full, on_stage=progress.stage, on_view=show)
         _notes(project)
 
 
-def _watch(project: Project, views: list[str] | None, watch: bool, full: bool, every: str | None, until_idle: bool,
-           as_json: bool, clock_every: str | None) -> None:
+def _watch(
+    project: Project,
+    views: list[str] | None,
+    watch: bool,
+    full: bool,
+    every: str | None,
+    until_idle: bool,
+    as_json: bool,
+    clock_every: str | None,
+) -> None:
     """`ivm refresh --watch`: one line, or one JSON line, per refresh, until stopped."""
     if not watch:
-        raise IvmError("--every, --clock-every and --until-idle go with --watch", hint="add --watch")
+        raise IvmError(
+            "--every, --clock-every and --until-idle go with --watch", hint="add --watch"
+        )
     if full:
-        raise IvmError("--full cannot be combined with --watch: it would recompute every view at every change",
-                       hint="run `ivm refresh --full` first, then `ivm refresh --watch`")
+        raise IvmError(
+            "--full cannot be combined with --watch: it would recompute every view at every change",
+            hint="run `ivm refresh --full` first, then `ivm refresh --watch`",
+        )
     seconds = parse_interval(every or DEFAULT_EVERY)  # before Spark starts: a typo fails at once
     clock_seconds = parse_clock_interval(clock_every or DEFAULT_CLOCK_EVERY)
     project.views()  # so does a mistake in a views file
     spark = project.spark  # before the handlers: a local SparkContext installs its own for SIGINT
 
-    errors = _consoles.err  # this command's, whichever thread the first signal arrives on (the server's relay)
+    # this command's, whichever thread the first signal arrives on (the server's relay)
+    errors = _consoles.err
 
     def stopping(name: str) -> None:
-        errors.print(f"{name}: stopping after the refresh in progress (again to abandon it)", markup=False, highlight=False)
+        errors.print(
+            f"{name}: stopping after the refresh in progress (again to abandon it)",
+            markup=False,
+            highlight=False,
+        )
 
     stopper = StopOnSignal(stopping, lambda: cancel_jobs(spark), relay=_consoles.relay)
-    clock = "" if clock_seconds is None else f"; a view on the current time at least every {clock_every or DEFAULT_CLOCK_EVERY}"
-    print(f"watching: refreshing now, then whenever a source changes (looking every {every or DEFAULT_EVERY}{clock}); "
-          "Ctrl-C stops", file=sys.stderr, flush=True)
+    clock = (
+        ""
+        if clock_seconds is None
+        else f"; a view on the current time at least every {clock_every or DEFAULT_CLOCK_EVERY}"
+    )
+    print(
+        f"watching: refreshing now, then whenever a source changes (looking every {every or DEFAULT_EVERY}{clock}); "
+        "Ctrl-C stops",
+        file=sys.stderr,
+        flush=True,
+    )
     count = 0
     with stopper:
-        for count, done in enumerate(project.watch(views, seconds, until_idle, stopper.event, clock_every=clock_seconds), 1):
+        rounds = project.watch(views, seconds, until_idle, stopper.event, clock_every=clock_seconds)
+        for count, done in enumerate(rounds, 1):  # noqa: B007 (the count is printed after)
             if as_json:
                 typer.echo(report_json.dumps(report_json.watch_document(done), lines=True))
             else:
                 out.print(round_line(done), markup=False)
-    why = f"stopped by {signal.Signals(stopper.received).name}" if stopper.received else "idle: no source changed since the last refresh"
+    why = (
+        f"stopped by {signal.Signals(stopper.received).name}"
+        if stopper.received
+        else "idle: no source changed since the last refresh"
+    )
     print(f"{why}; {count} refreshes", file=sys.stderr, flush=True)
 
 
 @app.command()
-def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+def status(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help=JSON_HELP)
+) -> None:
     """Per view: the source versions it reflects, pending changes, row count; orphaned state.
 
     Orphaned state: ivm's tables that no view keeps any more (its file was removed)."""
     with opened(ctx, as_json) as project:
         statuses, orphaned = project.overview()
         if as_json:
-            typer.echo(report_json.dumps({**report_json.status_document(statuses, orphaned), **_python_datasets(project)}))
+            typer.echo(
+                report_json.dumps(
+                    {**report_json.status_document(statuses, orphaned), **_python_datasets(project)}
+                )
+            )
             return
         table = Table("view", "reflects", "pending changes", "rows", "policy")
         for item in statuses:
@@ -321,10 +441,16 @@ def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", hel
             table.add_row(item.view, versions, pending, str(item.rows), item.policy)
         out.print(table)
         if orphaned:
-            out.print("orphaned state, kept by no view (`ivm drop VIEW` or `ivm prune` removes it):")
+            out.print(
+                "orphaned state, kept by no view (`ivm drop VIEW` or `ivm prune` removes it):"
+            )
             left = Table("view", "tables", "user view")
             for state in orphaned:
-                owner = f"{state.view} (still defined: stages it no longer has)" if state.defined else state.view
+                owner = (
+                    f"{state.view} (still defined: stages it no longer has)"
+                    if state.defined
+                    else state.view
+                )
                 left.add_row(owner, ", ".join(state.tables), state.user_view or "-")
             out.print(left)
         _notes(project)
@@ -344,7 +470,7 @@ def _python_datasets(project: Project) -> dict:
 @app.command()
 def verify(
     ctx: typer.Context,
-    views: Optional[List[str]] = typer.Argument(None, help="Views to check (default: all)."),
+    views: list[str] | None = typer.Argument(None, help="Views to check (default: all)."),
     as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """Compare each view with its SELECT recomputed from scratch at the same versions."""
@@ -359,7 +485,10 @@ def verify(
         failed = 0
         for result in results:
             if result.ok:
-                out.print(f"{'skipped' if result.problem else 'ok':<9} {result.view}  {result.problem}".rstrip(), markup=False)
+                out.print(
+                    f"{'skipped' if result.problem else 'ok':<9} {result.view}  {result.problem}".rstrip(),
+                    markup=False,
+                )
                 continue
             failed += 1
             out.print(f"MISMATCH  {result.view}  {result.problem}", markup=False)
@@ -386,7 +515,9 @@ def drop(
 
 
 @app.command()
-def prune(ctx: typer.Context, yes: bool = typer.Option(False, "--yes", "-y", help=YES_HELP)) -> None:
+def prune(
+    ctx: typer.Context, yes: bool = typer.Option(False, "--yes", "-y", help=YES_HELP)
+) -> None:
     """Remove every orphaned state table: those `ivm status` lists as kept by no view."""
     with opened(ctx) as project:
         states = project.orphaned()
@@ -398,13 +529,20 @@ def prune(ctx: typer.Context, yes: bool = typer.Option(False, "--yes", "-y", hel
 
 def _drop_after_asking(project: Project, states: list[ViewState], yes: bool) -> None:
     """Say what will go, ask on a terminal (unless ``yes``), then drop it."""
-    names = [(name, "view" if name == s.user_view else "table", s.view) for s in states for name in s.names]
+    names = [
+        (name, "view" if name == s.user_view else "table", s.view)
+        for s in states
+        for name in s.names
+    ]
     out.print(f"will drop {len(names)}:")
     for name, kind, view in names:
         out.print(f"  {kind:<5} {name}  (state of {view})", markup=False)
     if not yes:
         if not sys.stdin.isatty():
-            raise IvmError("nothing dropped: asking for confirmation needs a terminal", hint="pass --yes to drop without asking")
+            raise IvmError(
+                "nothing dropped: asking for confirmation needs a terminal",
+                hint="pass --yes to drop without asking",
+            )
         if not typer.confirm("drop them?", default=False):
             out.print("nothing dropped")
             raise typer.Exit(1)
@@ -416,7 +554,9 @@ def _drop_after_asking(project: Project, states: list[ViewState], yes: bool) -> 
 def optimize(
     ctx: typer.Context,
     retain: float = typer.Option(
-        TOMBSTONE_HOURS, "--retain", min=0,
+        TOMBSTONE_HOURS,
+        "--retain",
+        min=0,
         help="Hours of removed files VACUUM keeps at least (more when a view still reads older changes).",
     ),
 ) -> None:
@@ -427,13 +567,22 @@ def optimize(
         for done in project.optimize(retain):
             vacuum = done.note or (
                 f"VACUUM RETAIN {done.retained_hours} HOURS"
-                + (f": {done.files_deleted} files deleted" if done.files_deleted is not None else "")
+                + (
+                    f": {done.files_deleted} files deleted"
+                    if done.files_deleted is not None
+                    else ""
+                )
             )
-            out.print(f"{done.table}: {done.files_compacted} files compacted into {done.files_written}; {vacuum}", markup=False)
+            out.print(
+                f"{done.table}: {done.files_compacted} files compacted into {done.files_written}; {vacuum}",
+                markup=False,
+            )
 
 
 @app.command()
-def sql(ctx: typer.Context, statement: str = typer.Argument(..., help="One Spark SQL statement.")) -> None:
+def sql(
+    ctx: typer.Context, statement: str = typer.Argument(..., help="One Spark SQL statement.")
+) -> None:
     """Run Spark SQL in the project's database and print the result as a table."""
     with opened(ctx) as project:
         result = project.sql(statement)
@@ -464,7 +613,10 @@ def server_start(ctx: typer.Context) -> None:
     you can read; ivm's commands send it."""
     with opened(ctx) as project:
         record, started = servers.start(project.config, project.root)
-        out.print(f"{'started' if started else 'already running'}: ivm server for {record.root} {_describe(record)}", markup=False)
+        out.print(
+            f"{'started' if started else 'already running'}: ivm server for {record.root} {_describe(record)}",
+            markup=False,
+        )
 
 
 @server.command("stop")
@@ -475,7 +627,10 @@ def server_stop(ctx: typer.Context) -> None:
         if record is None:
             out.print(f"no ivm server runs for {project.root}", markup=False)
         elif found is records.State.GONE:
-            out.print(f"the ivm server for {record.root} (pid {record.pid}) was already gone; its record is removed", markup=False)
+            out.print(
+                f"the ivm server for {record.root} (pid {record.pid}) was already gone; its record is removed",
+                markup=False,
+            )
         else:
             out.print(f"stopped the ivm server for {record.root} (pid {record.pid})", markup=False)
 
@@ -485,7 +640,10 @@ def server_status(ctx: typer.Context) -> None:
     """Say whether the project's server runs, where, and since when; exit code 1 if it does not."""
     with opened(ctx) as project:
         if project.config.spark.remote is not None:
-            out.print(f"{project.root} connects to {project.config.spark.remote} (spark.remote in ivm.yaml)", markup=False)
+            out.print(
+                f"{project.root} connects to {project.config.spark.remote} (spark.remote in ivm.yaml)",
+                markup=False,
+            )
             return
         record = records.read_record(project.root)
         found = records.state(record) if record is not None else None
@@ -495,24 +653,35 @@ def server_status(ctx: typer.Context) -> None:
         if record is None:
             out.print(f"not running: no ivm server for {project.root}", markup=False)
         elif found is records.State.NOT_ANSWERING:
-            out.print(f"not answering: the ivm server for {record.root} (pid {record.pid}) lives but does not answer "
-                      f"at {record.url}; it may be starting, else end it with `ivm server stop`", markup=False)
+            out.print(
+                f"not answering: the ivm server for {record.root} (pid {record.pid}) lives but does not answer "
+                f"at {record.url}; it may be starting, else end it with `ivm server stop`",
+                markup=False,
+            )
         else:
             servers.stop(project.root)  # only removes the record: its process is gone
-            out.print(f"gone: the ivm server for {record.root} (pid {record.pid}, {record.url}) has ended; "
-                      "its record is removed", markup=False)
+            out.print(
+                f"gone: the ivm server for {record.root} (pid {record.pid}, {record.url}) has ended; "
+                "its record is removed",
+                markup=False,
+            )
     raise typer.Exit(1)
 
 
 @server.command("env")
-def server_env(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print {\"remote\", \"token\"} instead.")) -> None:
+def server_env(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help='Print {"remote", "token"} instead.'),
+) -> None:
     """Print the running server's Spark Connect endpoint and token for other clients:
     `eval "$(ivm server env)"` sets SPARK_REMOTE and SPARK_CONNECT_AUTHENTICATE_TOKEN, which
     pyspark, notebooks and spark-pipelines read."""
     with opened(ctx, as_json) as project:
         record = records.endpoint(project.root)
         if record is None:
-            raise IvmError(f"no ivm server runs for {project.root}", hint="start it: `ivm server start`")
+            raise IvmError(
+                f"no ivm server runs for {project.root}", hint="start it: `ivm server start`"
+            )
         token = records.server_token(record).value
         if as_json:
             typer.echo(report_json.dumps({"remote": record.url, "token": token}))

@@ -63,7 +63,11 @@ def served(argv: list[str]) -> tuple[Path, list[str]] | None:
         else:  # --help, or a mistake the CLI explains
             return None
     rest = argv[at:]
-    if not rest or rest[0] not in SERVED or any(arg.partition("=")[0] in STAYS_HERE for arg in rest[1:]):
+    if (
+        not rest
+        or rest[0] not in SERVED
+        or any(arg.partition("=")[0] in STAYS_HERE for arg in rest[1:])
+    ):
         return None
     try:
         root = project_root(project)
@@ -91,12 +95,17 @@ def through_server(argv: list[str]) -> int | None:
         connection.close()
         return None
     with connection, _forwarding_signals(connection) as received:
-        wire.send(connection, {
-            "token": record.token, "argv": command,
-            "stdout_tty": sys.stdout.isatty(), "stderr_tty": sys.stderr.isatty(),
-            "columns": shutil.get_terminal_size().columns if sys.stdout.isatty() else None,
-            "environ": {name: os.environ[name] for name in ENVIRON if name in os.environ},
-        })
+        wire.send(
+            connection,
+            {
+                "token": record.token,
+                "argv": command,
+                "stdout_tty": sys.stdout.isatty(),
+                "stderr_tty": sys.stderr.isatty(),
+                "columns": shutil.get_terminal_size().columns if sys.stdout.isatty() else None,
+                "environ": {name: os.environ[name] for name in ENVIRON if name in os.environ},
+            },
+        )
         return _relay(connection, root, record.log, received)
 
 
@@ -132,8 +141,13 @@ def _relay(connection: socket.socket, root: Path, log: str, received: list[int])
             except (OSError, wire.WireError):
                 message = None
             if message is None:
-                print(EnvironmentProblem(f"the ivm server for {root} ended during this command", hint=f"see {log}"),
-                      file=sys.stderr, flush=True)
+                print(
+                    EnvironmentProblem(
+                        f"the ivm server for {root} ended during this command", hint=f"see {log}"
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return 1
             if "out" in message:
                 sys.stdout.write(message["out"])
@@ -144,14 +158,21 @@ def _relay(connection: socket.socket, root: Path, log: str, received: list[int])
             elif "exit" in message:
                 return int(message["exit"])
             elif "refused" in message:
-                print(EnvironmentProblem(
-                    f"the ivm server for {root} refused the token from this project's server record ({message['refused']})",
-                    hint="the record is stale (changed, or its socket is now another server's): `ivm server stop`, then `ivm server start`",
-                ), file=sys.stderr, flush=True)
+                print(
+                    EnvironmentProblem(
+                        f"the ivm server for {root} refused the token from this project's server record ({message['refused']})",
+                        hint="the record is stale (changed, or its socket is now another server's): `ivm server stop`, then `ivm server start`",
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return 1
     except KeyboardInterrupt:
-        print(f"interrupted after {len(received)} signals (the ivm server may still be ending the command)",
-              file=sys.stderr, flush=True)
+        print(
+            f"interrupted after {len(received)} signals (the ivm server may still be ending the command)",
+            file=sys.stderr,
+            flush=True,
+        )
         return 130
 
 

@@ -25,11 +25,22 @@ from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot
 from ivm_sql.incremental.stages import Stage, plan_stages
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import changes, execution, layout, materialize, bounds, policy as policies
+from ivm_sql.physical import bounds, changes, execution, layout, materialize
+from ivm_sql.physical import policy as policies
 from ivm_sql.physical.cost import CostModel
-from ivm_sql.physical.policy import RefreshPolicy
 from ivm_sql.physical.view_table import TableLayout, table_layout
-from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, alias, col, ident, lit, subquery, table, to_sql
+from ivm_sql.refresh_policy import RefreshPolicy
+from ivm_sql.sqlbuild import (
+    DIALECT,
+    INTERNAL_PREFIX,
+    alias,
+    col,
+    ident,
+    lit,
+    subquery,
+    table,
+    to_sql,
+)
 from ivm_sql.viewdefs import ViewDef
 
 COPY = f"{INTERNAL_PREFIX}_copy"
@@ -46,7 +57,8 @@ class ViewPlan:
     schema: Schema  # the view's columns and types, exactly as its SELECT returns them
     depends_on: tuple[str, ...]  # other views it reads
     policy: RefreshPolicy = RefreshPolicy.AUTO  # the view's, or the project's default
-    layout: TableLayout = TableLayout()  # what the user asked of the view's table (its last stage's)
+    # what the user asked of the view's table (its last stage's)
+    layout: TableLayout = TableLayout()
     # stage table -> fingerprint: rendering one deep-copies the stage's query, and a plan
     # kept across compiles is asked again on every refresh
     _fingerprints: dict[str, str] = field(default_factory=dict, repr=False)
@@ -62,18 +74,27 @@ class ViewPlan:
     def fingerprint(self, stage: Stage) -> str:
         if stage.table not in self._fingerprints:
             last = stage is self.stages[-1]
-            self._fingerprints[stage.table] = plan_fingerprint(stage, self.output if last else None, self.layout if last else None)
+            self._fingerprints[stage.table] = plan_fingerprint(
+                stage, self.output if last else None, self.layout if last else None
+            )
         return self._fingerprints[stage.table]
 
     def create_table(self, stage: Stage, query: exp.Query) -> exp.Create:
         """CREATE OR REPLACE TABLE for one of its stages (the last one laid out as the user asked)."""
-        return create_table(stage, query, self.fingerprint(stage), self.layout if stage is self.stages[-1] else None)
+        return create_table(
+            stage, query, self.fingerprint(stage), self.layout if stage is self.stages[-1] else None
+        )
 
     @property
     def base_tables(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(
-            t for s in self.stages for t in s.sources if not t.split(".")[-1].startswith(INTERNAL_PREFIX)
-        ))
+        return tuple(
+            dict.fromkeys(
+                t
+                for s in self.stages
+                for t in s.sources
+                if not t.split(".")[-1].startswith(INTERNAL_PREFIX)
+            )
+        )
 
     def user_view(self) -> exp.Create:
         """CREATE VIEW <name>: the view's rows, each as often as it occurs, no internal columns."""
@@ -82,20 +103,40 @@ class ViewPlan:
         clauses = self.view.clauses
         if clauses.column_comments:  # a column list then names every column, each with its comment
             comments = dict(clauses.column_comments)
-            statement.set("this", exp.Schema(this=table(self.name), expressions=[
-                exp.ColumnDef(this=ident(name), constraints=[
-                    exp.ColumnConstraint(kind=exp.CommentColumnConstraint(this=lit(comments[name])))
-                ] if name in comments else []) for name, _ in self.schema
-            ]))
+            statement.set(
+                "this",
+                exp.Schema(
+                    this=table(self.name),
+                    expressions=[
+                        exp.ColumnDef(
+                            this=ident(name),
+                            constraints=[
+                                exp.ColumnConstraint(
+                                    kind=exp.CommentColumnConstraint(this=lit(comments[name]))
+                                )
+                            ]
+                            if name in comments
+                            else [],
+                        )
+                        for name, _ in self.schema
+                    ],
+                ),
+            )
         if clauses.comment is not None:
-            statement.set("properties", exp.Properties(expressions=[exp.SchemaCommentProperty(this=lit(clauses.comment))]))
+            statement.set(
+                "properties",
+                exp.Properties(expressions=[exp.SchemaCommentProperty(this=lit(clauses.comment))]),
+            )
         statement.set("expression", rows_query(self.output))
         return statement
 
 
 def rows_query(output: Scan) -> exp.Select:
     """SELECT the output columns from a stage table, repeating a row by its multiplicity."""
-    exprs = [alias(e.copy(), c) for e, c in zip(output.exprs or [col(c) for c in output.columns], output.columns)]
+    exprs = [
+        alias(e.copy(), c)
+        for e, c in zip(output.exprs or [col(c) for c in output.columns], output.columns)
+    ]
     if isinstance(output.weight, exp.Literal):
         select = exp.select(*exprs).from_(table(output.table))
         return select.where(output.where.copy()) if output.where is not None else select
@@ -106,18 +147,32 @@ def rows_query(output: Scan) -> exp.Select:
     return exp.select(*(col(c) for c in output.columns)).from_(subquery(inner, "rows"))
 
 
-def create_table(stage: Stage, query: exp.Query, fingerprint: str, asked: TableLayout | None = None) -> exp.Create:
+def create_table(
+    stage: Stage, query: exp.Query, fingerprint: str, asked: TableLayout | None = None
+) -> exp.Create:
     """CREATE OR REPLACE TABLE for a stage: Delta, laid out as ``physical.layout`` says
     (column mapping if its column names need it), with its plan fingerprint; a view's last
     stage also as its CREATE VIEW asked (``asked``: ``physical.view_table``)."""
     statement = sqlglot.parse_one("CREATE OR REPLACE TABLE t USING DELTA AS SELECT 1", read=DIALECT)
     asked = asked or TableLayout()
-    properties = {**dict(asked.properties), **layout.creation_properties(stored_columns(stage, query)), "ivm.plan": fingerprint}
-    statement.set("properties", exp.Properties(expressions=[
-        exp.FileFormatProperty(this=exp.var("DELTA")),
-        *asked.clauses(),
-        *(exp.Property(this=lit(key), value=lit(value)) for key, value in properties.items()),
-    ]))
+    properties = {
+        **dict(asked.properties),
+        **layout.creation_properties(stored_columns(stage, query)),
+        "ivm.plan": fingerprint,
+    }
+    statement.set(
+        "properties",
+        exp.Properties(
+            expressions=[
+                exp.FileFormatProperty(this=exp.var("DELTA")),
+                *asked.clauses(),
+                *(
+                    exp.Property(this=lit(key), value=lit(value))
+                    for key, value in properties.items()
+                ),
+            ]
+        ),
+    )
     statement.set("this", table(stage.table))
     statement.set("expression", query)
     return statement
@@ -146,17 +201,23 @@ def symbolic_pins(stages: Iterable[Stage]) -> dict[str, Versions]:
     return pins
 
 
-def plan_fingerprint(stage: Stage, output: Scan | None = None, asked: TableLayout | None = None) -> str:
+def plan_fingerprint(
+    stage: Stage, output: Scan | None = None, asked: TableLayout | None = None
+) -> str:
     """Changes whenever what the stage computes changes (its table must then be rebuilt);
     for a view's last stage, also when the view's columns are read differently, or when
     the table's comment, properties or layout (``asked``) do."""
     pins = symbolic_pins([stage])
     text = f"{stage.kind}\n{to_sql(stage.initial_query(pins), pretty=False)}"
     if stage.kind == "fixpoint":  # the recursive term is part of what the table holds
-        text += f"\n{to_sql(fixpoint.iterate(stage.node, fixpoint.ITERATION_VIEW, pins), pretty=False)}"
+        text += (
+            f"\n{to_sql(fixpoint.iterate(stage.node, fixpoint.ITERATION_VIEW, pins), pretty=False)}"
+        )
     if output is not None:
         text += f"\n{to_sql(rows_query(output), pretty=False)}"
-    if asked is not None and asked != TableLayout():  # an unchanged view keeps the fingerprint it had before
+    if (
+        asked is not None and asked != TableLayout()
+    ):  # an unchanged view keeps the fingerprint it had before
         text += "\n" + " ".join(to_sql(node, pretty=False) for node in asked.clauses())
         text += "\n" + repr(asked.properties)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -165,8 +226,13 @@ def plan_fingerprint(stage: Stage, output: Scan | None = None, asked: TableLayou
 # compiling -------------------------------------------------------------------------------
 
 
-def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: dict | None = None,
-                  default_policy: RefreshPolicy = RefreshPolicy.AUTO) -> list[ViewPlan]:
+def compile_views(
+    views: list[ViewDef],
+    catalog: Catalog,
+    database: str,
+    cache: dict | None = None,
+    default_policy: RefreshPolicy = RefreshPolicy.AUTO,
+) -> list[ViewPlan]:
     """Plans for all views, each after the views it reads; ``default_policy`` for a view
     that names no REFRESH POLICY (ivm.yaml's refresh.policy).
 
@@ -175,7 +241,8 @@ def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: 
     the plans of the views it reads are all unchanged: compiling is pure in those.
     """
     by_name = {v.name: v for v in views}
-    kept = {name: key[0] for name, (key, _) in cache.items()} if cache is not None else {}  # view -> its text
+    # view -> its text
+    kept = {name: key[0] for name, (key, _) in cache.items()} if cache is not None else {}
     _refuse_table_names([v for v in views if kept.get(v.name) != v.text], catalog, database)
     graph = {v.name: [d for d in references(v, database) if d in by_name] for v in views}
     try:
@@ -193,9 +260,14 @@ def compile_views(views: list[ViewDef], catalog: Catalog, database: str, cache: 
         view = by_name[name]
         schemas = input_schemas(view, catalog, database, plans)
         policy = view.policy or default_policy
-        keys[name] = (view.text, str(view.location), policy, database,
-                      tuple((t, tuple(c)) for t, c in schemas.items()),
-                      tuple(keys[d] for d in references(view, database) if d in plans))
+        keys[name] = (
+            view.text,
+            str(view.location),
+            policy,
+            database,
+            tuple((t, tuple(c)) for t, c in schemas.items()),
+            tuple(keys[d] for d in references(view, database) if d in plans),
+        )
         cached = cache.get(name) if cache is not None else None
         if cached is not None and cached[0] == keys[name]:
             plans[name] = cached[1]
@@ -236,7 +308,9 @@ def _table_nodes(view: ViewDef, database: str) -> list[tuple[str, exp.Table]]:
     return found
 
 
-def input_schemas(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan]) -> dict[str, Schema]:
+def input_schemas(
+    view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan]
+) -> dict[str, Schema]:
     """The columns of every table and view ``view`` reads, by qualified name."""
     schemas: dict[str, Schema] = {}
     for name, node in _table_nodes(view, database):
@@ -257,8 +331,14 @@ def input_schemas(view: ViewDef, catalog: Catalog, database: str, plans: dict[st
     return schemas
 
 
-def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan],
-                 schemas: dict[str, Schema] | None = None, policy: RefreshPolicy = RefreshPolicy.AUTO) -> ViewPlan:
+def compile_view(
+    view: ViewDef,
+    catalog: Catalog,
+    database: str,
+    plans: dict[str, ViewPlan],
+    schemas: dict[str, Schema] | None = None,
+    policy: RefreshPolicy = RefreshPolicy.AUTO,
+) -> ViewPlan:
     if schemas is None:
         schemas = input_schemas(view, catalog, database, plans)
     qualified = _qualify(view, schemas, database)
@@ -274,7 +354,9 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
     if policy is RefreshPolicy.FULL:
         root = full_recompute(qualified, schema, resolve)
     elif compares_with_current_time(qualified):
-        root = _temporal(view, qualified, resolve) or full_recompute(qualified, schema, resolve, every_refresh=True)
+        root = _temporal(view, qualified, resolve) or full_recompute(
+            qualified, schema, resolve, every_refresh=True
+        )
     else:
         root = Builder(view, resolve).query(qualified, {})
     if len(root.columns) != len(schema):
@@ -282,14 +364,16 @@ def compile_view(view: ViewDef, catalog: Catalog, database: str, plans: dict[str
             f"view {view.name} returns {len(schema)} columns from {len(root.columns)} expressions",
             location=view.location,
             hint="name the columns of a generator with several columns: posexplode(x) AS (pos, item), "
-                 "or move it into LATERAL VIEW",
+            "or move it into LATERAL VIEW",
         )
     stages, output = plan_stages(database, view.name, prune(root))
     output = _with_schema(output, schema)
     if policy.incremental:
         _refuse_whole_recompute(view, policy, stages)
     depends = tuple(n for n in references(view, database) if n in plans)
-    return ViewPlan(view, database, tuple(stages), output, schema, depends, policy, table_layout(view, output))
+    return ViewPlan(
+        view, database, tuple(stages), output, schema, depends, policy, table_layout(view, output)
+    )
 
 
 def _refuse_whole_recompute(view: ViewDef, policy: RefreshPolicy, stages: list[Stage]) -> None:
@@ -304,7 +388,7 @@ def _refuse_whole_recompute(view: ViewDef, policy: RefreshPolicy, stages: list[S
         f"{stage.scope} ({node.reason})",
         location=_operator_location(view, node),
         hint="use REFRESH POLICY AUTO (recomputed when needed) or FULL, or rewrite the operator "
-             "(docs/sql-support.md lists what is incremental)",
+        "(docs/sql-support.md lists what is incremental)",
     )
 
 
@@ -329,7 +413,9 @@ def _temporal(view: ViewDef, qualified: exp.Query, resolve) -> Node | None:
     return root if clock_only_in_filters(root) else None
 
 
-def full_recompute(query: exp.Query, schema: Schema, resolve, every_refresh: bool = False) -> Recompute:
+def full_recompute(
+    query: exp.Query, schema: Schema, resolve, every_refresh: bool = False
+) -> Recompute:
     """A view with REFRESH POLICY FULL: its whole SELECT, recomputed whenever any
     source changes (one global key), non-deterministic functions allowed. With
     ``every_refresh`` (a view comparing with the current time): recomputed on every refresh."""
@@ -341,16 +427,31 @@ def full_recompute(query: exp.Query, schema: Schema, resolve, every_refresh: boo
         name = f"{node.db}.{node.name}".lower()
         if name not in sources:
             sources[name] = (f"__t{len(sources)}", resolve(node))
-        node.replace(exp.Table(this=ident(sources[name][0]), alias=exp.TableAlias(this=ident(node.alias_or_name))))
+        node.replace(
+            exp.Table(
+                this=ident(sources[name][0]), alias=exp.TableAlias(this=ident(node.alias_or_name))
+            )
+        )
     inputs = tuple(sources.values())
     names = tuple(n for n, _ in schema)
-    renamed = exp.select(*(alias(col(q), n) for q, n in zip(bound.named_selects, names))).from_(subquery(bound, "q"))
+    renamed = exp.select(*(alias(col(q), n) for q, n in zip(bound.named_selects, names))).from_(
+        subquery(bound, "q")
+    )
     if every_refresh:
-        return Recompute(inputs, tuple(() for _ in inputs), renamed, names, EVERY_REFRESH_REASON, every_refresh=True)
+        return Recompute(
+            inputs,
+            tuple(() for _ in inputs),
+            renamed,
+            names,
+            EVERY_REFRESH_REASON,
+            every_refresh=True,
+        )
     return Recompute(inputs, tuple(() for _ in inputs), renamed, names, policies.FULL_REASON)
 
 
-EVERY_REFRESH_REASON = "it compares columns with the current time, so its rows change as time passes"
+EVERY_REFRESH_REASON = (
+    "it compares columns with the current time, so its rows change as time passes"
+)
 
 
 def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Query:
@@ -360,8 +461,12 @@ def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Qu
         nested.setdefault(db, {})[name_] = dict(columns)
     try:
         return qualify(
-            constants.name_columns(view.query.copy()), schema=nested, db=database, dialect=DIALECT,
-            quote_identifiers=True, validate_qualify_columns=True,
+            constants.name_columns(view.query.copy()),
+            schema=nested,
+            db=database,
+            dialect=DIALECT,
+            quote_identifiers=True,
+            validate_qualify_columns=True,
         )
     except SqlglotError as error:
         unknown = re.match(r"Column '([^']+)' could not be resolved", str(error))
@@ -370,7 +475,8 @@ def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Qu
         column = unknown.group(1)
         if column.lower() == "grouping__id":
             raise UnsupportedError(
-                f"Hive's grouping__id column in view {view.name}", location=view.locate_word(column),
+                f"Hive's grouping__id column in view {view.name}",
+                location=view.locate_word(column),
                 hint="write grouping_id(), its value",
             ) from None
         available = sorted({c for columns in schemas.values() for c, _ in columns})
@@ -381,10 +487,18 @@ def _qualify(view: ViewDef, schemas: dict[str, Schema], database: str) -> exp.Qu
         ) from None
 
 
-def _output_schema(view: ViewDef, catalog: Catalog, database: str, plans: dict[str, ViewPlan], inputs: dict[str, Schema]) -> Schema:
+def _output_schema(
+    view: ViewDef,
+    catalog: Catalog,
+    database: str,
+    plans: dict[str, ViewPlan],
+    inputs: dict[str, Schema],
+) -> Schema:
     """The view's columns as Spark's own SELECT names and types them (views inlined)."""
     try:
-        schema = catalog.output_schema(to_sql(inline_views(view, database, plans), pretty=False), inputs)
+        schema = catalog.output_schema(
+            to_sql(inline_views(view, database, plans), pretty=False), inputs
+        )
     except QueryError as error:
         raise SqlError(f"{error} (in view {view.name})", location=view.location) from None
     if view.column_names is not None:
@@ -415,7 +529,9 @@ def _output_schema(view: ViewDef, catalog: Catalog, database: str, plans: dict[s
         raise UnsupportedError(
             f"column name {quoted[0]!r} of view {view.name} holds a backtick, which Delta cannot "
             "keep in a table with a change data feed",
-            location=view.locate(next((e for e in view.query.selects if e.alias_or_name.lower() == quoted[0]), None)),
+            location=view.locate(
+                next((e for e in view.query.selects if e.alias_or_name.lower() == quoted[0]), None)
+            ),
             hint="rename the column with AS; spaces, punctuation, unicode and quoted reserved words all work",
         )
     return schema
@@ -452,7 +568,9 @@ def _with_schema(output: Scan, schema: Schema) -> Scan:
     exprs = []
     for expression, (_, type_) in zip(output.exprs or [col(c) for c in output.columns], schema):
         if type_.startswith("decimal"):
-            expression = exp.Cast(this=expression.copy(), to=exp.DataType.build(type_, dialect=DIALECT))
+            expression = exp.Cast(
+                this=expression.copy(), to=exp.DataType.build(type_, dialect=DIALECT)
+            )
         exprs.append(expression)
     return replace(output, columns=tuple(n for n, _ in schema), exprs=tuple(exprs))
 
@@ -478,9 +596,15 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         f"-- each incremental stage: {cost.describe()}.",
     ]
     if CLOCK in symbolic:
-        lines.insert(4, "-- :clock_old is the time a stage reflects, :clock_new the time this refresh reads the clock at.")
+        lines.insert(
+            4,
+            "-- :clock_old is the time a stage reflects, :clock_new the time this refresh reads the clock at.",
+        )
     for number, stage in enumerate(plan.stages, 1):
-        lines += ["", f"-- stage {number}/{len(plan.stages)}: {stage.table} [{stage.kind}] {stage.strategy}"]
+        lines += [
+            "",
+            f"-- stage {number}/{len(plan.stages)}: {stage.table} [{stage.kind}] {stage.strategy}",
+        ]
         initial = stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()})
         if stage.kind == "fixpoint":
             lines += _fixpoint_lines(plan, stage, initial, symbolic)
@@ -490,12 +614,20 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
             "-- first refresh (or recompute):",
             to_sql(plan.create_table(stage, initial)) + ";",
             "-- each refresh:",
-            to_sql(merge) + ";" if merge is not None else "-- nothing: the stage reads no table, so no change ever reaches it",
+            to_sql(merge) + ";"
+            if merge is not None
+            else "-- nothing: the stage reads no table, so no change ever reaches it",
         ]
         change = stage.change_query(symbolic)
-        pruned = sorted({bound.describe() for bound in bounds.bounds(change)}) if change is not None else []
+        pruned = (
+            sorted({bound.describe() for bound in bounds.bounds(change)})
+            if change is not None
+            else []
+        )
         if pruned:
-            lines.append(f"-- large inputs read only where the change's keys are: {'; '.join(pruned)}")
+            lines.append(
+                f"-- large inputs read only where the change's keys are: {'; '.join(pruned)}"
+            )
         if stage.aggregate is not None and extremes.calls(stage.aggregate):
             lines += _rescan_lines(stage, symbolic)
     lines += ["", "-- what users query:", to_sql(plan.user_view()) + ";"]
@@ -514,7 +646,9 @@ def _rescan_lines(stage: Stage, symbolic: dict[str, Versions]) -> list[str]:
     ]
 
 
-def _fixpoint_lines(plan: ViewPlan, stage: Stage, initial: exp.Query, symbolic: dict[str, Versions]) -> list[str]:
+def _fixpoint_lines(
+    plan: ViewPlan, stage: Stage, initial: exp.Query, symbolic: dict[str, Versions]
+) -> list[str]:
     """A recursive stage's loop: where it starts, what each iteration runs, what is stored."""
     iteration, total = f"{fixpoint.ITERATION_VIEW}j", table(f"{INTERNAL_PREFIX}_fixpoint_sum")
     return [

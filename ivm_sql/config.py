@@ -34,7 +34,8 @@ from types import MappingProxyType
 import yaml
 
 from ivm_sql.errors import ConfigError, Location
-from ivm_sql.physical.policy import NAMES as POLICY_NAMES, RefreshPolicy
+from ivm_sql.refresh_policy import NAMES as POLICY_NAMES
+from ivm_sql.refresh_policy import RefreshPolicy
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 CONNECT_PORT = 15002  # Spark Connect's default port
@@ -65,8 +66,10 @@ class RefreshSettings:
     """
 
     recompute_above: float | None = 0.1
-    policy: RefreshPolicy = RefreshPolicy.AUTO  # of a view whose SQL names none (``physical.policy``)
-    workers: int | None = None  # views refreshed at the same time (None: ``runtime.workers`` fits the machine)
+    # of a view whose SQL names none (``physical.policy``)
+    policy: RefreshPolicy = RefreshPolicy.AUTO
+    # views refreshed at the same time (None: ``runtime.workers`` fits the machine)
+    workers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,9 @@ class Config:
     spark: SparkSettings = field(default_factory=SparkSettings)
     refresh: RefreshSettings = field(default_factory=RefreshSettings)
     # where ivm.yaml sets each top-level key, for errors found after loading
-    locations: Mapping[str, Location] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    locations: Mapping[str, Location] = field(
+        default_factory=lambda: MappingProxyType({}), compare=False
+    )
 
     @property
     def is_embedded(self) -> bool:
@@ -96,7 +101,9 @@ class Config:
         if key not in self.locations:
             return None
         raise ConfigError(
-            f"{key}: {path} is not a folder" if path.exists() else f"{key}: folder {path} does not exist",
+            f"{key}: {path} is not a folder"
+            if path.exists()
+            else f"{key}: folder {path} does not exist",
             location=self.locations[key],
             hint=f"create it, or fix the path in ivm.yaml (relative to {root})",
         )
@@ -122,13 +129,17 @@ def compose_file(path: Path) -> yaml.Node | None:
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}", location=Location(path)) from exc
     except UnicodeDecodeError:
-        raise ConfigError(f"{path.name} is not UTF-8 text", location=Location(path), hint="save it as UTF-8") from None
+        raise ConfigError(
+            f"{path.name} is not UTF-8 text", location=Location(path), hint="save it as UTF-8"
+        ) from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
-        raise ConfigError(f"invalid YAML: {exc.problem or exc}", location=Location(path, line)) from exc
+        raise ConfigError(
+            f"invalid YAML: {exc.problem or exc}", location=Location(path, line)
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", location=Location(path)) from exc
     return root
@@ -187,7 +198,8 @@ class _Reader:
                 raise ConfigError(
                     f"spark.conf must not set {TOKEN_SETTING}: a token written in ivm.yaml is readable by anyone who reads the file",
                     location=self._at(entries[TOKEN_SETTING]),
-                    hint="`ivm server start` makes a token of its own; for a remote server, " + TOKEN_HINT,
+                    hint="`ivm server start` makes a token of its own; for a remote server, "
+                    + TOKEN_HINT,
                 )
             values["conf"] = MappingProxyType(
                 {key: self._setting(value, key) for key, value in entries.items()}
@@ -248,7 +260,11 @@ class _Reader:
         return RefreshSettings(**values)  # type: ignore[arg-type]
 
     def _workers(self, node: yaml.Node) -> int:
-        value = yaml.SafeLoader("").construct_object(node) if isinstance(node, yaml.ScalarNode) else None
+        value = (
+            yaml.SafeLoader("").construct_object(node)
+            if isinstance(node, yaml.ScalarNode)
+            else None
+        )
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
             raise ConfigError(
                 f"refresh.workers must be a whole number from 1 to 64, not "
@@ -259,7 +275,11 @@ class _Reader:
         return value
 
     def _policy(self, node: yaml.Node) -> RefreshPolicy:
-        value = node.value if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:str" else None
+        value = (
+            node.value
+            if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:str"
+            else None
+        )
         policy = RefreshPolicy.named(value) if value is not None else None
         if policy is None:
             raise ConfigError(
@@ -270,7 +290,11 @@ class _Reader:
         return policy
 
     def _recompute_above(self, value_node: yaml.Node) -> float | None:
-        value = yaml.SafeLoader("").construct_object(value_node) if isinstance(value_node, yaml.ScalarNode) else None
+        value = (
+            yaml.SafeLoader("").construct_object(value_node)
+            if isinstance(value_node, yaml.ScalarNode)
+            else None
+        )
         if value == "never":
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -289,7 +313,9 @@ class _Reader:
         if self._is_null(node):
             return {}
         if not isinstance(node, yaml.MappingNode):
-            raise ConfigError(f"{what} must be a mapping of keys to values", location=self._at(node))
+            raise ConfigError(
+                f"{what} must be a mapping of keys to values", location=self._at(node)
+            )
         entries: dict[str, yaml.Node] = {}
         for key_node, value_node in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
@@ -302,13 +328,17 @@ class _Reader:
                     hint=f"valid keys are: {', '.join(allowed)}",
                 )
             if key in entries:
-                raise ConfigError(f"key {key!r} is given twice in {what}", location=self._at(key_node))
+                raise ConfigError(
+                    f"key {key!r} is given twice in {what}", location=self._at(key_node)
+                )
             entries[key] = value_node
         return entries
 
     def _string(self, node: yaml.Node, key: str) -> str:
         if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str":
-            raise ConfigError(f"{key} must be a string, not {_describe(node)}", location=self._at(node))
+            raise ConfigError(
+                f"{key} must be a string, not {_describe(node)}", location=self._at(node)
+            )
         return str(node.value)
 
     def _setting(self, node: yaml.Node, key: str) -> str:
@@ -366,7 +396,7 @@ def connect_url_problem(url: str) -> str | None:
     if not parsed.hostname:
         return "the host is missing"
     try:
-        parsed.port
+        parsed.port  # noqa: B018 (reading it validates it)
     except ValueError:
         return "the port is not a number from 0 to 65535"
     if parsed.path not in ("", "/"):

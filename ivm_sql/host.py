@@ -52,9 +52,9 @@ from ivm_sql import cli, wire
 from ivm_sql.config import Config
 from ivm_sql.errors import IvmError
 from ivm_sql.project import Project
-from ivm_sql.runtime.delta_log import compute_state
 from ivm_sql.server_record import HOST_ADDRESS, TOKEN_VARIABLE, socket_path
 from ivm_sql.session import embedded_session, hosted, quiet_query_logs
+from ivm_sql.storage.delta_log import compute_state
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 DRAIN_SECONDS = 10.0  # how long a stopping server waits for its interrupted commands to end
@@ -109,10 +109,17 @@ class ThreadStreams(io.TextIOBase):
 class ClientStream(io.TextIOBase):
     """The client's standard output or error, as one kind of message (``wire``)."""
 
-    def __init__(self, connection: socket.socket, kind: str, terminal: bool, lock: threading.Lock,
-                 muted: threading.Event | None = None):
+    def __init__(
+        self,
+        connection: socket.socket,
+        kind: str,
+        terminal: bool,
+        lock: threading.Lock,
+        muted: threading.Event | None = None,
+    ):
         self._connection, self._kind, self._terminal, self._lock = connection, kind, terminal, lock
-        self._muted = muted if muted is not None else threading.Event()  # set: the command was interrupted
+        # set: the command was interrupted
+        self._muted = muted if muted is not None else threading.Event()
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):  # how click tells a text stream from a binary one
@@ -136,7 +143,7 @@ class ClientStream(io.TextIOBase):
 class WarmSnapshots:
     """Delta's state of each stage table a refresh committed to, computed between commands.
 
-    Every commit ivm makes to a stage table is idempotent (``runtime.concurrent``), and Delta
+    Every commit ivm makes to a stage table is idempotent (``storage.concurrent``), and Delta
     checks an idempotent commit against the transactions of the table's snapshot state, a
     Spark job over the table's log that Delta computes on first use of each new version: on
     this 2-core machine about 0.8 s of a demo view's 1.2 s commit, paid on the refresh's path
@@ -203,13 +210,15 @@ class WarmProjects:
 class Command:
     """One client's command, run in a thread of its own."""
 
-    def __init__(self, server: "Server", connection: socket.socket, request: dict):
+    def __init__(self, server: Server, connection: socket.socket, request: dict):
         self.server = server
         self.connection = connection
         self.request = request
         self.lock = threading.Lock()  # one message at a time on the connection
         self.tag = f"ivm-command-{uuid.uuid4().hex}"  # its Spark jobs, to cancel them
-        self.thread = threading.Thread(target=self._run, name=f"ivm-command-{self.tag[-8:]}", daemon=True)
+        self.thread = threading.Thread(
+            target=self._run, name=f"ivm-command-{self.tag[-8:]}", daemon=True
+        )
         self.done = threading.Event()
         self.interrupted = False  # by its client's signal, its client going, or the server stopping
         self.muted = threading.Event()  # what it prints once interrupted is not its client's
@@ -220,8 +229,12 @@ class Command:
         self.thread.start()
 
     def _run(self) -> None:
-        out = ClientStream(self.connection, "out", bool(self.request.get("stdout_tty")), self.lock, self.muted)
-        err = ClientStream(self.connection, "err", bool(self.request.get("stderr_tty")), self.lock, self.muted)
+        out = ClientStream(
+            self.connection, "out", bool(self.request.get("stdout_tty")), self.lock, self.muted
+        )
+        err = ClientStream(
+            self.connection, "err", bool(self.request.get("stderr_tty")), self.lock, self.muted
+        )
         try:
             self.code = self.server.run(self.request, out, err, self.tag, self.relay)
         except KeyboardInterrupt:  # landed between the command's own handlers
@@ -268,7 +281,9 @@ class Command:
         self.interrupted = True
         self.muted.set()
         if self.thread.ident is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident), ctypes.py_object(KeyboardInterrupt))
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self.thread.ident), ctypes.py_object(KeyboardInterrupt)
+            )
         self.server.cancel(self.tag)
 
 
@@ -344,16 +359,22 @@ class Server:
     def _admitted(self, connection: socket.socket) -> dict | None:
         """The request of a client of this user that sent the token; None (after saying why)
         for any other."""
-        credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        credentials = connection.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+        )
         _, uid, _ = struct.unpack("3i", credentials)
         request = wire.receive(connection) if uid == os.getuid() else None
         if request is None:
             return None
         token = request.get("token")
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
+        if not isinstance(token, str) or not hmac.compare_digest(
+            token.encode(), self.token.encode()
+        ):
             wire.send(connection, {"refused": "a wrong token, or none"})
             return None
-        if not isinstance(request.get("argv"), list) or not all(isinstance(a, str) for a in request["argv"]):
+        if not isinstance(request.get("argv"), list) or not all(
+            isinstance(a, str) for a in request["argv"]
+        ):
             wire.send(connection, {"refused": "no command line in the request"})
             return None
         return request
@@ -372,15 +393,30 @@ class Server:
             if "signal" in message:
                 command.signal(str(message["signal"]))
 
-    def run(self, request: dict, out: ClientStream, err: ClientStream, tag: str,
-            relay: Callable[[Callable[[str], None] | None], None]) -> int:
+    def run(
+        self,
+        request: dict,
+        out: ClientStream,
+        err: ClientStream,
+        tag: str,
+        relay: Callable[[Callable[[str], None] | None], None],
+    ) -> int:
         """Run one command line as the CLI does, on a session of its own; its exit code."""
         self.stdout.use(out)
         self.stderr.use(err)
         context = self.spark.sparkContext
         try:
-            with hosted(self.spark.newSession()), \
-                    cli.hosted(out, err, request.get("columns"), request.get("environ") or {}, self.projects.opened, relay):
+            with (
+                hosted(self.spark.newSession()),
+                cli.hosted(
+                    out,
+                    err,
+                    request.get("columns"),
+                    request.get("environ") or {},
+                    self.projects.opened,
+                    relay,
+                ),
+            ):
                 context.addJobTag(tag)
                 try:
                     cli.app(args=list(request["argv"]), prog_name="ivm", standalone_mode=True)

@@ -14,7 +14,9 @@ SPEC_FILE_NAMES = ("spark-pipeline.yaml", "spark-pipeline.yml")  # the order spa
 
 def is_ivm_project(root: Path) -> bool:
     """An ivm.yaml with no pipeline spec beside it: a project of ivm's own."""
-    return (root / CONFIG_FILE).is_file() and not any((root / name).is_file() for name in SPEC_FILE_NAMES)
+    return (root / CONFIG_FILE).is_file() and not any(
+        (root / name).is_file() for name in SPEC_FILE_NAMES
+    )
 
 
 def find_spec(folder: Path) -> Path | None:
@@ -24,7 +26,8 @@ def find_spec(folder: Path) -> Path | None:
         if len(found) > 1:
             raise ConfigError(
                 f"two pipeline specs in {candidate}: {found[0].name} and {found[1].name}",
-                location=Location(found[1]), hint="keep one of them, as spark-pipelines requires",
+                location=Location(found[1]),
+                hint="keep one of them, as spark-pipelines requires",
             )
         if found:
             return found[0]

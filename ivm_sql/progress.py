@@ -10,8 +10,16 @@ from __future__ import annotations
 from types import TracebackType
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Column
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from ivm_sql.runtime.refresh import StageStart
 from ivm_sql.runtime.watch import Round
@@ -26,31 +34,53 @@ class RefreshProgress:
         # the count and the time keep their width: on a narrow terminal, the spinner and the
         # bar give way and the description is cut short
         fixed = {"table_column": Column(min_width=7, no_wrap=True)}
-        self.bar = Progress(
-            SpinnerColumn(), MofNCompleteColumn(**fixed), TimeElapsedColumn(**fixed), BarColumn(bar_width=20),
-            TextColumn("{task.description}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis")),
-            # ``redirect``: print() goes above the bar; never in the server, where it would
-            # swap sys.stdout under every other command
-            console=console, transient=True, redirect_stdout=redirect, redirect_stderr=redirect,
-        ) if live else None
+        self.bar = (
+            Progress(
+                SpinnerColumn(),
+                MofNCompleteColumn(**fixed),
+                TimeElapsedColumn(**fixed),
+                BarColumn(bar_width=20),
+                TextColumn(
+                    "{task.description}",
+                    markup=False,
+                    table_column=Column(no_wrap=True, overflow="ellipsis"),
+                ),
+                # ``redirect``: print() goes above the bar; never in the server, where it would
+                # swap sys.stdout under every other command
+                console=console,
+                transient=True,
+                redirect_stdout=redirect,
+                redirect_stderr=redirect,
+            )
+            if live
+            else None
+        )
         self.task: TaskID | None = None
 
-    def __enter__(self) -> "RefreshProgress":
+    def __enter__(self) -> RefreshProgress:
         if self.bar is not None:
             self.bar.start()
-            self.task = self.bar.add_task("reading the views and pinning source versions", total=None)
+            self.task = self.bar.add_task(
+                "reading the views and pinning source versions", total=None
+            )
         return self
 
-    def __exit__(self, kind: type | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self.bar is not None:
             self.bar.stop()
 
     def stage(self, start: StageStart) -> None:
         """A stage begins: show which, of which view."""
         if self.bar is not None and self.task is not None:
-            self.bar.update(self.task, total=start.views, description=(
-                f"{start.view}: stage {start.stage_number}/{start.stages} {start.table} [{start.kind}]"
-            ))
+            self.bar.update(
+                self.task,
+                total=start.views,
+                description=(
+                    f"{start.view}: stage {start.stage_number}/{start.stages} {start.table} [{start.kind}]"
+                ),
+            )
 
     def view_done(self, line: str) -> None:
         """A view is done: its line goes above the bar, which moves on by one."""
@@ -69,12 +99,25 @@ def round_line(round: Round) -> str:
     ``refresh 2 at 08:51:02: 3 views (1 incremental, 2 unchanged), 4 rows in, 2 rows out, 1.3s; changed: shop.orders 5->7``
     """
     reports = round.reports
-    done = ", ".join(f"{count} {action}" for action in ACTIONS if (count := sum(r.action == action for r in reports)))
-    changed = ", ".join(f"{table} {old}->{new}" for table, (old, new) in sorted(round.changed.items()))
+    done = ", ".join(
+        f"{count} {action}"
+        for action in ACTIONS
+        if (count := sum(r.action == action for r in reports))
+    )
+    changed = ", ".join(
+        f"{table} {old}->{new}" for table, (old, new) in sorted(round.changed.items())
+    )
     return (
         f"refresh {round.number} at {round.at:%H:%M:%S}: {len(reports)} views ({done or 'none'}), "
         f"{sum(r.rows_in for r in reports)} rows in, {sum(r.rows_out for r in reports)} rows out, "
-        f"{round.seconds:.1f}s; " + (f"changed: {changed}" if changed else CLOCK_MOVED if round.clock else "first refresh of the watch")
+        f"{round.seconds:.1f}s; "
+        + (
+            f"changed: {changed}"
+            if changed
+            else CLOCK_MOVED
+            if round.clock
+            else "first refresh of the watch"
+        )
     )
 
 

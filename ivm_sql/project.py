@@ -8,15 +8,16 @@ layer over it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 from sqlglot import exp
 
 from ivm_sql import migrate as migrations
-from ivm_sql.analysis_cache import FILE as ANALYSIS_FILE, AnalysisCache, spark_identity
+from ivm_sql.analysis_cache import FILE as ANALYSIS_FILE
+from ivm_sql.analysis_cache import AnalysisCache, spark_identity
 from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler import ViewPlan, compile_views, render
 from ivm_sql.config import Config, load_config
@@ -24,18 +25,20 @@ from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
 from ivm_sql.locate import CONFIG_FILE, SPEC_FILE_NAMES, find_spec, is_ivm_project
-from ivm_sql.pipelines import pipeline as pipelines, streaming
-from ivm_sql.pipelines.settings import pipeline_config
+from ivm_sql.physical.cost import CostModel
+from ivm_sql.pipelines import pipeline as pipelines
+from ivm_sql.pipelines import streaming
 from ivm_sql.pipelines.python_datasets import PythonDataset
+from ivm_sql.pipelines.settings import pipeline_config
 from ivm_sql.pipelines.sources import check_sources
 from ivm_sql.pipelines.spec import PipelineSpec, load_spec
-from ivm_sql.physical.cost import CostModel
-from ivm_sql.runtime import concurrent, delta_log, lifecycle, workers
+from ivm_sql.runtime import lifecycle, workers
 from ivm_sql.runtime import watch as watching
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.verify import VerifyResult, verify_view
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
+from ivm_sql.storage import concurrent, delta_log
 from ivm_sql.viewdefs import ViewDef, load_views
 
 
@@ -71,16 +74,27 @@ def _stored_rows(log: delta_log.DeltaLog, plan: ViewPlan) -> int | None:
 
 
 class Project:
-    def __init__(self, root: Path, config: Config, spark=None, verbose: bool = False, spec: PipelineSpec | None = None):
+    def __init__(
+        self,
+        root: Path,
+        config: Config,
+        spark=None,
+        verbose: bool = False,
+        spec: PipelineSpec | None = None,
+    ):
         self.root = root
         self.config = config
-        self.spec = spec  # a Spark Declarative Pipelines project's spec: its libraries are the views
+        # a Spark Declarative Pipelines project's spec: its libraries are the views
+        self.spec = spec
         self.verbose = verbose
         self._spark = spark
         # query schemas analyzed by Spark and (table, Delta id, version) -> its columns, kept
         # across compiles, and across commands in .ivm when ivm builds the session itself
         own_spark = spark is None and config.spark.remote is None
-        self._analysis = AnalysisCache(root / ".ivm" / ANALYSIS_FILE if own_spark else None, spark_identity(dict(config.spark.conf)))
+        self._analysis = AnalysisCache(
+            root / ".ivm" / ANALYSIS_FILE if own_spark else None,
+            spark_identity(dict(config.spark.conf)),
+        )
         self._plans: dict = {}  # view name -> (what its plan depends on, plan), kept across compiles
         self._locations: dict[str, str] = {}  # ivm's tables -> their folders, kept across refreshes
         # each stage table's version after this project's last refresh: the server has Delta
@@ -88,7 +102,7 @@ class Project:
         self.stage_versions: dict[str, int] = {}
 
     @classmethod
-    def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> "Project":
+    def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> Project:
         """The project in ``path``: a folder holding ivm.yaml, or a Spark Declarative Pipelines
         project (a spark-pipeline.yml in ``path`` or, as spark-pipelines finds it, in an
         ancestor; an ivm.yaml beside it adds ivm's own settings). With ``spark``, that session
@@ -99,10 +113,18 @@ class Project:
             return cls(root, load_config(config_path), spark, verbose)
         spec_path = find_spec(root)
         if spec_path is None:
-            raise ConfigError(f"no {CONFIG_FILE} in {root}, nor a {SPEC_FILE_NAMES[1]} here or above",
-                              hint="run ivm in a project folder, or pass --project DIR")
+            raise ConfigError(
+                f"no {CONFIG_FILE} in {root}, nor a {SPEC_FILE_NAMES[1]} here or above",
+                hint="run ivm in a project folder, or pass --project DIR",
+            )
         spec, beside = load_spec(spec_path), spec_path.parent / CONFIG_FILE
-        return cls(spec_path.parent, pipeline_config(spec, beside if beside.is_file() else None), spark, verbose, spec)
+        return cls(
+            spec_path.parent,
+            pipeline_config(spec, beside if beside.is_file() else None),
+            spark,
+            verbose,
+            spec,
+        )
 
     @property
     def database(self) -> str:
@@ -129,13 +151,21 @@ class Project:
     def _use_database(self) -> None:
         use_database(self.spark, self.database)
 
-    def keep_warm(self, earlier: "Project") -> None:
+    def keep_warm(self, earlier: Project) -> None:
         """Take over what an earlier Project of the same folder and settings learned (the
         server's previous command, ``ivm_sql.host``): the compiled plans of views that did not
         change, the schemas Spark's analysis answered, the folders of ivm's tables. Each is
         keyed by what it depends on, as across the rounds of a watch."""
-        if earlier.root == self.root and earlier.config == self.config and earlier.spec == self.spec:
-            self._plans, self._analysis, self._locations = earlier._plans, earlier._analysis, earlier._locations
+        if (
+            earlier.root == self.root
+            and earlier.config == self.config
+            and earlier.spec == self.spec
+        ):
+            self._plans, self._analysis, self._locations = (
+                earlier._plans,
+                earlier._analysis,
+                earlier._locations,
+            )
 
     def save_analysis(self) -> None:
         """Keep what Spark's analysis answered in ``.ivm`` for the next command (when ivm
@@ -169,7 +199,9 @@ class Project:
         """A reader of Delta logs for one command; what never changes is kept across them."""
         return delta_log.DeltaLog(self.spark, self._locations)
 
-    def plans(self, names: Iterable[str] | None = None, log: delta_log.DeltaLog | None = None) -> list[ViewPlan]:
+    def plans(
+        self, names: Iterable[str] | None = None, log: delta_log.DeltaLog | None = None
+    ) -> list[ViewPlan]:
         """Plans in dependency order: the named views and every view they read (all if None)."""
         views = self.views()  # first: a mistake in a views file is reported without starting Spark
         self._use_database()
@@ -177,7 +209,9 @@ class Project:
         if self.spec is not None:
             check_sources(log, self.pipeline(), self.database)
         catalog = SparkCatalog(self.spark, log, self._analysis.schemas, self._analysis.columns)
-        plans = compile_views(views, catalog, self.database, self._plans, self.config.refresh.policy)
+        plans = compile_views(
+            views, catalog, self.database, self._plans, self.config.refresh.policy
+        )
         if names is None:
             return plans
         by_name = {p.view.name: p for p in plans}
@@ -203,10 +237,14 @@ class Project:
     def compile(self, views: str | Iterable[str] | None = None) -> list[CompiledView]:
         """The Spark SQL that maintains each view; nothing runs on data."""
         names = [views] if isinstance(views, str) else views
-        selected = set(n.lower() for n in names) if names is not None else None
+        selected = {n.lower() for n in names} if names is not None else None
         return [
-            CompiledView(p.name, render(p, self.cost_model), tuple(CompiledStage(s.table, s.kind, s.strategy) for s in p.stages),
-                         str(p.policy))
+            CompiledView(
+                p.name,
+                render(p, self.cost_model),
+                tuple(CompiledStage(s.table, s.kind, s.strategy) for s in p.stages),
+                str(p.policy),
+            )
             for p in self.plans(names)
             if selected is None or p.view.name in selected
         ]
@@ -221,8 +259,11 @@ class Project:
         return view_circuit(chosen, {p.table: p.name for p in plans})
 
     def refresh(
-        self, views: Iterable[str] | None = None, full: bool = False,
-        on_view: Callable[[ViewReport], None] | None = None, now: datetime | None = None,
+        self,
+        views: Iterable[str] | None = None,
+        full: bool = False,
+        on_view: Callable[[ViewReport], None] | None = None,
+        now: datetime | None = None,
         on_stage: Callable[[StageStart], None] | None = None,
     ) -> list[ViewReport]:
         """Bring views (and the views they read) up to date with all source changes.
@@ -232,44 +273,75 @@ class Project:
         return self._refresh(views, full, on_view, now, on_stage)[0]
 
     def _refresh(
-        self, views: Iterable[str] | None, full: bool = False, on_view: Callable[[ViewReport], None] | None = None,
-        now: datetime | None = None, on_stage: Callable[[StageStart], None] | None = None,
+        self,
+        views: Iterable[str] | None,
+        full: bool = False,
+        on_view: Callable[[ViewReport], None] | None = None,
+        now: datetime | None = None,
+        on_stage: Callable[[StageStart], None] | None = None,
     ) -> tuple[list[ViewReport], watching.Pinned]:
         """``refresh``'s reports, and the version of each base table it brought the views to."""
         self.views()  # a mistake in a views file is reported before Spark starts
         log = self.delta_log()
         streamed, streams = self._refresh_streaming(log, full, on_view)
-        names = [n for n in views if n.lower() not in {r.view.rpartition(".")[2] for r in streamed}] if views is not None else None
-        refresher = Refresher(concurrent.own_session(self.spark), full=full, cost=self.cost_model, log=log, now=now,
-                              project=str(self.root), workers=self.refresh_workers)
+        names = (
+            [n for n in views if n.lower() not in {r.view.rpartition(".")[2] for r in streamed}]
+            if views is not None
+            else None
+        )
+        refresher = Refresher(
+            concurrent.own_session(self.spark),
+            full=full,
+            cost=self.cost_model,
+            log=log,
+            now=now,
+            project=str(self.root),
+            workers=self.refresh_workers,
+        )
         plans = self.plans(names, log)
         reports = refresher.refresh(plans, on_view, on_stage)
-        self.stage_versions = {stage.table: refresher.current[stage.table]
-                               for plan in plans for stage in plan.stages if stage.table in refresher.current}
-        return streamed + reports, {**streams, **{table: refresher.current[table] for plan in plans for table in plan.base_tables}}
+        self.stage_versions = {
+            stage.table: refresher.current[stage.table]
+            for plan in plans
+            for stage in plan.stages
+            if stage.table in refresher.current
+        }
+        return streamed + reports, {
+            **streams,
+            **{table: refresher.current[table] for plan in plans for table in plan.base_tables},
+        }
 
-    def _refresh_streaming(self, log: delta_log.DeltaLog, full: bool,
-                           on_view: Callable[[ViewReport], None] | None) -> tuple[list[ViewReport], watching.Pinned]:
+    def _refresh_streaming(
+        self, log: delta_log.DeltaLog, full: bool, on_view: Callable[[ViewReport], None] | None
+    ) -> tuple[list[ViewReport], watching.Pinned]:
         """Append to every streaming table of a pipeline project, before the views that may
         read them (each costs no Spark job when its source is unchanged); with the version of
         each source read before (a commit landing during the refresh starts the next round)."""
         if self.spec is None:
             return [], {}
         self._use_database()
-        tables = self.pipeline().streaming  # read once: the library files are parsed anew on each call
+        # read once: the library files are parsed anew on each call
+        tables = self.pipeline().streaming
         sources = {streaming.qualified(t.source, self.database) for t in tables}
         pinned = {source: log.latest_version(source) for source in sources if log.exists(source)}
         reports = []
         for streamed_table in streaming.in_order(tables, self.database):
-            reports.append(streaming.refresh_streaming(self.spark, log, self.database, streamed_table, full))
+            reports.append(
+                streaming.refresh_streaming(self.spark, log, self.database, streamed_table, full)
+            )
             if on_view is not None:
                 on_view(reports[-1])
         return reports, pinned
 
     def watch(
-        self, views: Iterable[str] | None = None, every: float = 10.0, until_idle: bool = False,
-        stop: threading.Event | None = None, on_view: Callable[[ViewReport], None] | None = None,
-        on_stage: Callable[[StageStart], None] | None = None, clock_every: float | None = 60.0,
+        self,
+        views: Iterable[str] | None = None,
+        every: float = 10.0,
+        until_idle: bool = False,
+        stop: threading.Event | None = None,
+        on_view: Callable[[ViewReport], None] | None = None,
+        on_stage: Callable[[StageStart], None] | None = None,
+        clock_every: float | None = 60.0,
     ) -> Iterator[watching.Round]:
         """Refresh now, then each time a source of the views changes, until ``stop`` is set
         (or, with ``until_idle``, until a poll finds nothing changed); yields each round.
@@ -287,7 +359,12 @@ class Project:
             return {table: log.latest_version(table) for table in tables}
 
         yield from watching.rounds(
-            lambda: self._refresh(views, on_view=on_view, on_stage=on_stage), current, every, until_idle, stop, clock_every,
+            lambda: self._refresh(views, on_view=on_view, on_stage=on_stage),
+            current,
+            every,
+            until_idle,
+            stop,
+            clock_every,
         )
 
     def status(self) -> list[ViewStatus]:
@@ -308,7 +385,10 @@ class Project:
 
     def _status(self, plans: list[ViewPlan], log: delta_log.DeltaLog) -> list[ViewStatus]:
         if self.spec is not None:
-            result = [streaming.streaming_status(self.spark, log, self.database, t) for t in self.pipeline().streaming]
+            result = [
+                streaming.streaming_status(self.spark, log, self.database, t)
+                for t in self.pipeline().streaming
+            ]
         else:
             result = []
         # existence from the catalog listing the plans already read; row counts from Delta's
@@ -327,7 +407,11 @@ class Project:
             latest = {t: log.latest_version(t) for t in versions}
             pending = {t: v for t, v in latest.items() if v != versions[t]}
             now = moment(record["now"]) if "now" in record else None
-            result.append(ViewStatus(plan.name, True, versions, pending, rows[plan.name], now, str(plan.policy)))
+            result.append(
+                ViewStatus(
+                    plan.name, True, versions, pending, rows[plan.name], now, str(plan.policy)
+                )
+            )
         return result
 
     def _row_counts(self, views: list[str]) -> list[int]:
@@ -335,7 +419,10 @@ class Project:
         if not views:
             return []
         counts = [
-            alias(exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(table(view))), f"c{i}")
+            alias(
+                exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(table(view))),
+                f"c{i}",
+            )
             for i, view in enumerate(views)
         ]
         return list(self.spark.sql(to_sql(exp.select(*counts), pretty=False)).collect()[0])
@@ -343,12 +430,22 @@ class Project:
     def verify(self, views: Iterable[str] | None = None) -> list[VerifyResult]:
         plans = self.plans(views)
         every = {p.view.name: p for p in self.plans()}
-        selected = set(v.lower() for v in views) if views is not None else None
+        selected = {v.lower() for v in views} if views is not None else None
         streamed = [
-            VerifyResult(f"{self.database}.{t.name}", True, problem="streaming table: it keeps every row appended to its source, which no recompute reproduces")
-            for t in (self.pipeline().streaming if self.spec is not None and selected is None else ())
+            VerifyResult(
+                f"{self.database}.{t.name}",
+                True,
+                problem="streaming table: it keeps every row appended to its source, which no recompute reproduces",
+            )
+            for t in (
+                self.pipeline().streaming if self.spec is not None and selected is None else ()
+            )
         ]
-        return streamed + [verify_view(self.spark, p, every) for p in plans if selected is None or p.view.name in selected]
+        return streamed + [
+            verify_view(self.spark, p, every)
+            for p in plans
+            if selected is None or p.view.name in selected
+        ]
 
     # state lifecycle -------------------------------------------------------------------------
 
@@ -357,7 +454,9 @@ class Project:
         its definition lost a stage), grouped by the view they belonged to."""
         return self._orphaned(*self._compiled())
 
-    def _orphaned(self, plans: list[ViewPlan], log: delta_log.DeltaLog) -> list[lifecycle.ViewState]:
+    def _orphaned(
+        self, plans: list[ViewPlan], log: delta_log.DeltaLog
+    ) -> list[lifecycle.ViewState]:
         return lifecycle.orphaned(self.spark, log, self.database, plans, str(self.root))
 
     def state_of(self, view: str) -> lifecycle.ViewState:
@@ -373,8 +472,12 @@ class Project:
         states = self._orphaned(plans, log)
         found = next((s for s in states if s.view == name), None)
         if found is None:
-            orphans = ", ".join(s.view.rpartition(".")[2] for s in states if not s.defined) or "none"
-            raise SqlError(f"no state of a view named {view}", hint=f"views with orphaned state: {orphans}")
+            orphans = (
+                ", ".join(s.view.rpartition(".")[2] for s in states if not s.defined) or "none"
+            )
+            raise SqlError(
+                f"no state of a view named {view}", hint=f"views with orphaned state: {orphans}"
+            )
         return found
 
     def drop(self, states: Iterable[lifecycle.ViewState]) -> list[str]:
@@ -386,7 +489,9 @@ class Project:
                 self._locations.pop(name, None)
         return lifecycle.drop(self.spark, states)
 
-    def optimize(self, retain_hours: float = lifecycle.TOMBSTONE_HOURS) -> list[lifecycle.Compaction]:
+    def optimize(
+        self, retain_hours: float = lifecycle.TOMBSTONE_HOURS
+    ) -> list[lifecycle.Compaction]:
         """OPTIMIZE and VACUUM the state tables of every view, keeping the change feed each
         stage still reads (see ``lifecycle.optimize``)."""
         log = self.delta_log()
@@ -404,4 +509,4 @@ class Project:
             raise SqlError(first_line(error)) from None
 
 
-__all__ = ["Project", "IvmError"]
+__all__ = ["IvmError", "Project"]

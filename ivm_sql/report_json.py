@@ -18,9 +18,9 @@ from typing import Any
 from ivm_sql.errors import IvmError
 from ivm_sql.pipelines.python_datasets import PythonDataset
 from ivm_sql.project import CompiledView
-from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.lifecycle import ViewState
 from ivm_sql.runtime.refresh import ViewReport
+from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.verify import VerifyResult
 from ivm_sql.runtime.watch import Round
 
@@ -48,7 +48,10 @@ def refresh_document(reports: list[ViewReport]) -> dict:
         "rows_in": sum(r.rows_in for r in reports),
         "rows_out": sum(r.rows_out for r in reports),
         "seconds": sum(r.seconds for r in reports),
-        **{action: sum(r.action == action for r in reports) for action in ("created", "recomputed", "incremental", "unchanged")},
+        **{
+            action: sum(r.action == action for r in reports)
+            for action in ("created", "recomputed", "incremental", "unchanged")
+        },
     }
     return {"views": views, "totals": totals}
 
@@ -56,16 +59,27 @@ def refresh_document(reports: list[ViewReport]) -> dict:
 def python_datasets(datasets: Iterable[PythonDataset]) -> list[dict]:
     """A pipeline project's Python datasets, which spark-pipelines runs, not ivm: what the
     text output of compile, refresh and status says in a line each, as a list."""
-    return [{"name": d.name, "kind": d.kind, "location": str(d.location), "note": d.describe()} for d in datasets]
+    return [
+        {"name": d.name, "kind": d.kind, "location": str(d.location), "note": d.describe()}
+        for d in datasets
+    ]
 
 
 def watch_document(round: Round) -> dict:
     """One refresh of `ivm refresh --watch`: which it is, when it ended, its wall clock, the
     sources whose change started it (none in the first), whether the clock alone started it,
     then what `refresh_document` says."""
-    changed = {table: {"from": old, "to": new} for table, (old, new) in sorted(round.changed.items())}
-    return {"round": round.number, "at": round.at, "seconds": round.seconds, "changed": changed, "clock": round.clock,
-            **refresh_document(round.reports)}
+    changed = {
+        table: {"from": old, "to": new} for table, (old, new) in sorted(round.changed.items())
+    }
+    return {
+        "round": round.number,
+        "at": round.at,
+        "seconds": round.seconds,
+        "changed": changed,
+        "clock": round.clock,
+        **refresh_document(round.reports),
+    }
 
 
 def status_document(statuses: list[ViewStatus], orphaned: list[ViewState]) -> dict:

@@ -69,5 +69,10 @@ def create_project(root: Path) -> list[Path]:
         )
     for path, text in targets.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.format(database=f"database: {database_name(root)}") if path.name == "ivm.yaml" else text, encoding="utf-8")
+        path.write_text(
+            text.format(database=f"database: {database_name(root)}")
+            if path.name == "ivm.yaml"
+            else text,
+            encoding="utf-8",
+        )
     return list(targets)

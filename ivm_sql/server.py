@@ -36,14 +36,25 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ivm_sql.config import Config
 from ivm_sql.errors import EnvironmentProblem
 from ivm_sql.server_record import (
-    HOST_ADDRESS, PROBE_TIMEOUT, TOKEN_VARIABLE, ServerRecord, State, is_server, private_folder, read_record, record_path,
-    server_token, socket_path, state, write_record,
+    HOST_ADDRESS,
+    PROBE_TIMEOUT,
+    TOKEN_VARIABLE,
+    ServerRecord,
+    State,
+    is_server,
+    private_folder,
+    read_record,
+    record_path,
+    server_token,
+    socket_path,
+    state,
+    write_record,
 )
 from ivm_sql.session import check_java, derby_locked, last_log_lines
 
@@ -83,12 +94,24 @@ def start(config: Config, root: Path) -> tuple[ServerRecord, bool]:
     log_start = log_path.stat().st_size if log_path.exists() else 0
     with log_path.open("ab") as log:  # the server takes the Ivy lock itself, as it starts Spark
         process = subprocess.Popen(
-            [sys.executable, "-m", "ivm_sql.host", str(root), str(port)], cwd=root,
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=environment,
+            [sys.executable, "-m", "ivm_sql.host", str(root), str(port)],
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=environment,
             start_new_session=True,  # its own process group: it outlives this command
         )
-        record = ServerRecord(process.pid, HOST_ADDRESS, port, str(root), datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                              str(log_path), token, str(socket_path(root)))
+        record = ServerRecord(
+            process.pid,
+            HOST_ADDRESS,
+            port,
+            str(root),
+            datetime.now(UTC).isoformat(timespec="seconds"),
+            str(log_path),
+            token,
+            str(socket_path(root)),
+        )
         write_record(record)
         _wait_until_serving(process, record, log_start)
     return record, True
@@ -122,13 +145,21 @@ def _wait_until_serving(process: subprocess.Popen, record: ServerRecord, log_sta
             ended = process.poll() is not None
             _end(process.pid)
             record_path(Path(record.root)).unlink(missing_ok=True)
-            log_text = Path(record.log).read_text(errors="replace")[log_start:] if Path(record.log).exists() else ""
+            log_text = (
+                Path(record.log).read_text(errors="replace")[log_start:]
+                if Path(record.log).exists()
+                else ""
+            )
             if derby_locked(log_text):
                 raise EnvironmentProblem(
                     f"another ivm command is using this project's catalog ({Path(record.root) / '.ivm' / 'metastore_db'}) right now",
                     hint="wait for it to finish, then start the server",
                 )
-            reason = f"it exited with code {process.returncode}" if ended else f"it did not answer within {START_TIMEOUT:.0f} s"
+            reason = (
+                f"it exited with code {process.returncode}"
+                if ended
+                else f"it did not answer within {START_TIMEOUT:.0f} s"
+            )
             raise EnvironmentProblem(
                 f"the ivm server did not start: {reason}; its log ends with: "
                 f"{last_log_lines(Path(record.log), log_start, count=5) or '(nothing)'}",

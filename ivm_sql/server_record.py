@@ -156,8 +156,10 @@ def private_folder(path: Path) -> Path:
     and the socket. A folder of another user's is refused."""
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     if path.lstat().st_uid != os.getuid() or path.is_symlink():
-        raise EnvironmentProblem(f"{path} is not yours, so ivm will not keep its server's socket there",
-                                 hint="set TMPDIR to a folder of yours")
+        raise EnvironmentProblem(
+            f"{path} is not yours, so ivm will not keep its server's socket there",
+            hint="set TMPDIR to a folder of yours",
+        )
     path.chmod(0o700)
     return path
 
@@ -174,7 +176,9 @@ def answers(host: str, port: int, timeout: float) -> bool:
 def state(record: ServerRecord) -> State:
     if not is_server(record.pid):
         return State.GONE
-    return State.RUNNING if answers(record.host, record.port, PROBE_TIMEOUT) else State.NOT_ANSWERING
+    return (
+        State.RUNNING if answers(record.host, record.port, PROBE_TIMEOUT) else State.NOT_ANSWERING
+    )
 
 
 def is_server(pid: int) -> bool:
@@ -211,8 +215,11 @@ def endpoint(root: Path) -> ServerRecord | None:
             hint="wait if it is starting, else end it with `ivm server stop`",
         )
     record_path(root).unlink(missing_ok=True)
-    print(f"note: this project's ivm server (pid {record.pid}) is gone; running Spark in this command",
-          file=sys.stderr, flush=True)
+    print(
+        f"note: this project's ivm server (pid {record.pid}) is gone; running Spark in this command",
+        file=sys.stderr,
+        flush=True,
+    )
     return None
 
 
@@ -225,6 +232,7 @@ def server_token(record: ServerRecord) -> Token:
             hint="restart it: `ivm server stop`, then `ivm server start`",
         )
     return Token(
-        record.token, f"this project's server record ({path})",
+        record.token,
+        f"this project's server record ({path})",
         "the record is stale (changed, or its port is now another server's): `ivm server stop`, then `ivm server start`",
     )

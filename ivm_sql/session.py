@@ -42,9 +42,7 @@ from ivm_sql.errors import EnvironmentProblem
 from ivm_sql.server_record import Token, answers, endpoint, server_token
 
 MIN_JAVA = 17
-JAVA_ADVICE = (
-    f"Install OpenJDK {MIN_JAVA} (e.g. `apt-get install openjdk-{MIN_JAVA}-jre-headless`) and set JAVA_HOME."
-)
+JAVA_ADVICE = f"Install OpenJDK {MIN_JAVA} (e.g. `apt-get install openjdk-{MIN_JAVA}-jre-headless`) and set JAVA_HOME."
 
 # Settings every ivm session has; ivm.yaml's spark.conf is applied after these and wins.
 BASE_SETTINGS: dict[str, str] = {
@@ -74,7 +72,10 @@ IVY_LOCK = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "i
 CONNECT_TIMEOUT = 3.0
 # spark.conf keys that name a catalog outside the project: the .ivm metastore and warehouse
 # are then left to it.
-EXTERNAL_METASTORE = ("spark.hadoop.hive.metastore.uris", "spark.hadoop.javax.jdo.option.ConnectionURL")
+EXTERNAL_METASTORE = (
+    "spark.hadoop.hive.metastore.uris",
+    "spark.hadoop.javax.jdo.option.ConnectionURL",
+)
 
 # pyspark logs every failed query with its whole Java stack to stderr through these.
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
@@ -133,7 +134,9 @@ def session_settings(config: Config, project_dir: Path) -> dict[str, str]:
         settings["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
             f"jdbc:derby:;databaseName={state / 'metastore_db'};create=true"
         )
-        settings["spark.driver.extraJavaOptions"] = f"-Dderby.stream.error.file={state / 'derby.log'}"
+        settings["spark.driver.extraJavaOptions"] = (
+            f"-Dderby.stream.error.file={state / 'derby.log'}"
+        )
     for key, value in config.spark.conf.items():
         if key == "spark.driver.extraJavaOptions" and key in settings:
             # Appended, so derby.log stays in .ivm; a later -D of the same name still wins.
@@ -188,10 +191,16 @@ def remote_token(spark: SparkSettings) -> Token | None:
             f"spark.token_env in ivm.yaml names the environment variable {name}, which is {'empty' if name in os.environ else 'not set'}",
             hint=f"set {name} to the token of the Spark Connect server at {spark.remote}",
         )
-    return Token(value, f"the environment variable {name}", f"set {name} to the token of the server at {spark.remote}")
+    return Token(
+        value,
+        f"the environment variable {name}",
+        f"set {name} to the token of the server at {spark.remote}",
+    )
 
 
-def connect_session(url: str, settings: dict[str, str] | None = None, token: Token | None = None) -> SparkSession:
+def connect_session(
+    url: str, settings: dict[str, str] | None = None, token: Token | None = None
+) -> SparkSession:
     """A Spark Connect session at ``url`` (a URL without a token), sending ``token``;
     ``settings`` are set on it (Spark ignores the ones fixed at the server's start). An
     endpoint that does not answer is one message, at once, not pyspark's minutes of
@@ -210,7 +219,7 @@ def connect_session(url: str, settings: dict[str, str] | None = None, token: Tok
         # pyspark retries an unreachable server for about 10 minutes; a few seconds is enough
         # to ride out a hiccup, and a server that died mid-command then fails the command.
         spark.client.set_retry_policies([DefaultPolicy(max_retries=4)])
-        spark.version  # the first call: a refused token shows here
+        spark.version  # noqa: B018 (the first call: a refused token shows here)
         for key, value in (settings or {}).items():
             builder = builder.config(key, value)
         builder.getOrCreate()  # sets them on the session just made
@@ -239,7 +248,9 @@ def _connect_failure(url: str, token: Token | None, exc: Exception) -> Environme
     """One message for a failed connection; a refused token (or a missing one) in words."""
     text = str(exc)
     if "UNAUTHENTICATED" not in text:
-        return EnvironmentProblem(f"cannot connect to Spark at {url}: {text.strip().splitlines()[0]}")
+        return EnvironmentProblem(
+            f"cannot connect to Spark at {url}: {text.strip().splitlines()[0]}"
+        )
     if token is None:
         return EnvironmentProblem(
             f"the Spark Connect server at {url} refused the connection: it asks for a token, and ivm sent none",
@@ -315,14 +326,18 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
     if existing is not None:
         return existing
     if config.spark.remote is not None:
-        return connect_session(config.spark.remote, session_settings(config, project_dir), remote_token(config.spark))
+        return connect_session(
+            config.spark.remote, session_settings(config, project_dir), remote_token(config.spark)
+        )
     record = endpoint(project_dir)
     if record is not None:  # the server was started with this project's settings
         return connect_session(record.url, token=server_token(record))
     return embedded_session(config, project_dir, verbose)
 
 
-def embedded_session(config: Config, project_dir: Path, verbose: bool = False, extra: dict[str, str] | None = None) -> SparkSession:
+def embedded_session(
+    config: Config, project_dir: Path, verbose: bool = False, extra: dict[str, str] | None = None
+) -> SparkSession:
     """Start Spark in this process with the project's settings and ``extra`` ones (the
     server's Connect endpoint, ``ivm_sql.host``), and open its catalog."""
     check_java()
@@ -371,7 +386,9 @@ def _open_catalog(spark: SparkSession, log_path: Path, log_start: int) -> None:
                 f"another ivm command is using this project's catalog ({log_path.parent / 'metastore_db'}) right now",
                 hint="wait for it to finish: the embedded catalog admits one process at a time",
             ) from None
-        raise EnvironmentProblem(f"the catalog did not open: {str(exc).strip().splitlines()[0]}", hint=f"see {log_path}") from None
+        raise EnvironmentProblem(
+            f"the catalog did not open: {str(exc).strip().splitlines()[0]}", hint=f"see {log_path}"
+        ) from None
 
 
 def derby_locked(text: str) -> bool:

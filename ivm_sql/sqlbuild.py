@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import sqlglot
 from sqlglot import exp
@@ -99,7 +99,9 @@ def consolidate(query: exp.Query, columns: tuple[str, ...], alias_name: str = "d
     leaves at most one source row per target row, which Delta's MERGE requires.
     """
     total = sum_of(col(WEIGHT))
-    select = exp.select(*(col(c) for c in columns), alias(total, WEIGHT)).from_(subquery(query, alias_name))
+    select = exp.select(*(col(c) for c in columns), alias(total, WEIGHT)).from_(
+        subquery(query, alias_name)
+    )
     if columns:
         select = select.group_by(*(col(c) for c in columns))
     return select.having(exp.NEQ(this=total.copy(), expression=lit(0)))

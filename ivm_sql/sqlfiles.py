@@ -31,7 +31,9 @@ def read_sql(path: Path) -> str:
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise SqlError(f"cannot read {path.name}: {error.strerror}", location=Location(path)) from None
+        raise SqlError(
+            f"cannot read {path.name}: {error.strerror}", location=Location(path)
+        ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:

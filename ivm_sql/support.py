@@ -21,61 +21,168 @@ CATALOG = StaticCatalog(
 )
 
 FULL = "any SELECT with REFRESH POLICY FULL (or TBLPROPERTIES ('ivm.refresh' = 'full')), rand() allowed"
-INCREMENTAL = ("REFRESH POLICY INCREMENTAL or INCREMENTAL STRICT over an operator recomputed whole "
-               "(ORDER BY ... LIMIT, the current time outside a filter, a non-invertible global aggregate)")
-CLAUSES = {FULL: "REFRESH POLICY FULL", INCREMENTAL: "REFRESH POLICY INCREMENTAL"}  # written before AS
+INCREMENTAL = (
+    "REFRESH POLICY INCREMENTAL or INCREMENTAL STRICT over an operator recomputed whole "
+    "(ORDER BY ... LIMIT, the current time outside a filter, a non-invertible global aggregate)"
+)
+CLAUSES = {
+    FULL: "REFRESH POLICY FULL",
+    INCREMENTAL: "REFRESH POLICY INCREMENTAL",
+}  # written before AS
 
 # (construct, example view body over t(k, a, b, arr) and u(k, d))
 SUPPORTED = [
-    ("projection with deterministic expressions, WHERE", "SELECT k, CASE WHEN a > 0 THEN upper(b) END AS x FROM t WHERE a IS NOT NULL"),
-    ("inner joins (any number, self-joins, comma joins)", "SELECT t.k, u.d FROM t JOIN u ON t.k = u.k JOIN t AS t2 ON t2.a = t.k"),
+    (
+        "projection with deterministic expressions, WHERE",
+        "SELECT k, CASE WHEN a > 0 THEN upper(b) END AS x FROM t WHERE a IS NOT NULL",
+    ),
+    (
+        "inner joins (any number, self-joins, comma joins)",
+        "SELECT t.k, u.d FROM t JOIN u ON t.k = u.k JOIN t AS t2 ON t2.a = t.k",
+    ),
     ("UNION ALL", "SELECT k FROM t UNION ALL SELECT k FROM u"),
     ("SELECT DISTINCT, UNION", "SELECT DISTINCT b FROM t"),
-    ("GROUP BY with COUNT, SUM, AVG; HAVING; expressions over them", "SELECT b, COUNT(*) AS n, SUM(a) * 2 AS s, AVG(a) AS m FROM t GROUP BY b HAVING COUNT(a) > 1"),
+    (
+        "GROUP BY with COUNT, SUM, AVG; HAVING; expressions over them",
+        "SELECT b, COUNT(*) AS n, SUM(a) * 2 AS s, AVG(a) AS m FROM t GROUP BY b HAVING COUNT(a) > 1",
+    ),
     ("global aggregate (no GROUP BY)", "SELECT COUNT(*) AS n, SUM(d) AS s FROM u"),
-    ("MIN, MAX (beside COUNT, SUM, AVG), grouped or global", "SELECT b, MIN(a) AS lo, MAX(k) AS hi, COUNT(*) AS n FROM t GROUP BY b"),
-    ("COUNT(DISTINCT), percentile, collect_set, sort_array(collect_list(x)), max_by, stddev, ...", "SELECT b, MIN(a) AS lo, COUNT(DISTINCT a) AS n, max_by(k, a) AS top FROM t GROUP BY b"),
-    ("ROLLUP, CUBE, GROUPING SETS, grouping(), grouping_id() (MIN/MAX and the like: touched groups recomputed)", "SELECT b, a, grouping_id() AS gid, COUNT(*) AS n, SUM(k) AS s FROM t GROUP BY ROLLUP (b, a) HAVING grouping(a) = 1 OR SUM(k) > 0"),
-    ("LEFT / RIGHT / FULL OUTER JOIN (extra ON conditions, NULL keys)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND u.d > 0"),
+    (
+        "MIN, MAX (beside COUNT, SUM, AVG), grouped or global",
+        "SELECT b, MIN(a) AS lo, MAX(k) AS hi, COUNT(*) AS n FROM t GROUP BY b",
+    ),
+    (
+        "COUNT(DISTINCT), percentile, collect_set, sort_array(collect_list(x)), max_by, stddev, ...",
+        "SELECT b, MIN(a) AS lo, COUNT(DISTINCT a) AS n, max_by(k, a) AS top FROM t GROUP BY b",
+    ),
+    (
+        "ROLLUP, CUBE, GROUPING SETS, grouping(), grouping_id() (MIN/MAX and the like: touched groups recomputed)",
+        "SELECT b, a, grouping_id() AS gid, COUNT(*) AS n, SUM(k) AS s FROM t GROUP BY ROLLUP (b, a) HAVING grouping(a) = 1 OR SUM(k) > 0",
+    ),
+    (
+        "LEFT / RIGHT / FULL OUTER JOIN (extra ON conditions, NULL keys)",
+        "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND u.d > 0",
+    ),
     ("outer join without an equality", "SELECT t.k, u.d FROM t FULL JOIN u ON t.a < u.k"),
-    ("EXISTS, IN (correlated or not)", "SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.d > 0)"),
+    (
+        "EXISTS, IN (correlated or not)",
+        "SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.d > 0)",
+    ),
     ("NOT EXISTS", "SELECT k FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.k = t.k)"),
     ("NOT IN (SQL's NULL semantics)", "SELECT k FROM t WHERE a NOT IN (SELECT k FROM u)"),
-    ("correlated NOT IN (SQL's NULL semantics within each correlated set)", "SELECT k FROM t WHERE a NOT IN (SELECT u.k FROM u WHERE u.d = t.k)"),
+    (
+        "correlated NOT IN (SQL's NULL semantics within each correlated set)",
+        "SELECT k FROM t WHERE a NOT IN (SELECT u.k FROM u WHERE u.d = t.k)",
+    ),
     ("uncorrelated scalar subquery", "SELECT k FROM t WHERE a > (SELECT AVG(d) FROM u)"),
-    ("correlated scalar subquery in a WHERE comparison", "SELECT k FROM t WHERE a > (SELECT MAX(d) FROM u WHERE u.k = t.k)"),
-    ("correlated scalar subquery anywhere else (SELECT list, COUNT's 0 for no rows)", "SELECT k, (SELECT COUNT(*) FROM u WHERE u.k = t.k) AS n, (SELECT MAX(d) FROM u WHERE u.k = t.k) AS m FROM t"),
-    ("scalar subquery in HAVING", "SELECT b, SUM(a) AS s FROM t GROUP BY b HAVING SUM(a) > (SELECT AVG(d) FROM u)"),
+    (
+        "correlated scalar subquery in a WHERE comparison",
+        "SELECT k FROM t WHERE a > (SELECT MAX(d) FROM u WHERE u.k = t.k)",
+    ),
+    (
+        "correlated scalar subquery anywhere else (SELECT list, COUNT's 0 for no rows)",
+        "SELECT k, (SELECT COUNT(*) FROM u WHERE u.k = t.k) AS n, (SELECT MAX(d) FROM u WHERE u.k = t.k) AS m FROM t",
+    ),
+    (
+        "scalar subquery in HAVING",
+        "SELECT b, SUM(a) AS s FROM t GROUP BY b HAVING SUM(a) > (SELECT AVG(d) FROM u)",
+    ),
     ("INTERSECT, EXCEPT (DISTINCT or ALL)", "SELECT k FROM t EXCEPT ALL SELECT k FROM u"),
-    ("window functions partitioned by a key (ROW_NUMBER, RANK, running SUM, LAG, LEAD)", "SELECT k, a, ROW_NUMBER() OVER (PARTITION BY b ORDER BY a) AS rn, LAG(a) OVER (PARTITION BY b ORDER BY k) AS prev FROM t"),
-    ("window functions over grouped rows (with HAVING, QUALIFY)", "SELECT b, COUNT(*) AS n, RANK() OVER (ORDER BY COUNT(*) DESC) AS r FROM t GROUP BY b HAVING COUNT(*) > 1"),
-    ("top-k per key (QUALIFY)", "SELECT k, b FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY b ORDER BY a DESC) <= 3"),
+    (
+        "window functions partitioned by a key (ROW_NUMBER, RANK, running SUM, LAG, LEAD)",
+        "SELECT k, a, ROW_NUMBER() OVER (PARTITION BY b ORDER BY a) AS rn, LAG(a) OVER (PARTITION BY b ORDER BY k) AS prev FROM t",
+    ),
+    (
+        "window functions over grouped rows (with HAVING, QUALIFY)",
+        "SELECT b, COUNT(*) AS n, RANK() OVER (ORDER BY COUNT(*) DESC) AS r FROM t GROUP BY b HAVING COUNT(*) > 1",
+    ),
+    (
+        "top-k per key (QUALIFY)",
+        "SELECT k, b FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY b ORDER BY a DESC) <= 3",
+    ),
     ("global ORDER BY ... LIMIT k", "SELECT k, a FROM t ORDER BY a DESC LIMIT 10"),
-    ("explode, posexplode, inline in SELECT (inline with its columns named)", "SELECT k, posexplode(arr) AS (pos, x) FROM t WHERE a > 0"),
-    ("LATERAL VIEW [OUTER] explode / posexplode / inline", "SELECT t.k, e.pos, e.x FROM t LATERAL VIEW OUTER posexplode(t.arr) e AS pos, x"),
-    ("WITH RECURSIVE: anchor UNION ALL a recursive term linear in the CTE (transitive closure, hierarchies, bounded paths)", "WITH RECURSIVE r(k, hops) AS (SELECT k, 1 FROM t UNION ALL SELECT u.k, r.hops + 1 FROM r JOIN u ON r.k = u.k WHERE r.hops < 3) SELECT k, hops FROM r"),
-    ("subqueries in FROM, WITH", "WITH g AS (SELECT k, SUM(a) AS s FROM t GROUP BY k) SELECT g.k, g.s, u.d FROM g JOIN u ON g.k = u.k"),
-    ("VALUES, an inline table, alone or joined (a constant: it has no change, so its join terms vanish)", "SELECT t.k, v.label FROM VALUES (1, 'one'), (2, 'two') AS v(k, label) JOIN t ON t.k = v.k"),
-    ("table functions of literals in FROM: range (1 to 4 arguments), explode, posexplode, inline, stack (a constant)", "SELECT r.s, COUNT(t.k) AS n FROM range(1, 6) AS r(s) LEFT JOIN t ON t.a = r.s GROUP BY r.s"),
-    ("SELECT without FROM; a CTE or scalar subquery that reads no table, such as parameters (a constant)", "WITH params AS (SELECT 'GC' AS good, 100 AS bonus) SELECT t.k, t.a + (SELECT bonus FROM params) AS a FROM t WHERE t.b = (SELECT good FROM params)"),
-    ("parenthesized join trees", "SELECT t.k, u.d, t2.b FROM (t LEFT JOIN (u CROSS JOIN t AS t2) ON t.k = u.k AND t2.a = u.k)"),
-    ("FILTER (WHERE ...) on an aggregate (COUNT, SUM, AVG, MIN, MAX as the aggregate of a CASE; others recomputed per touched group)", "SELECT b, SUM(a) FILTER (WHERE a > 100) AS big, COUNT(*) FILTER (WHERE a IS NULL) AS unknown, MAX(k) FILTER (WHERE a > 0) AS hi FROM t GROUP BY b"),
-    ("a filter comparing a column with the current time (current_timestamp, current_date, now): a temporal filter", "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400"),
-    ("the current time compared with a column outside a filter (an outer join's ON, a SELECT expression)", "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND t.a > unix_timestamp(now()) - 60"),
+    (
+        "explode, posexplode, inline in SELECT (inline with its columns named)",
+        "SELECT k, posexplode(arr) AS (pos, x) FROM t WHERE a > 0",
+    ),
+    (
+        "LATERAL VIEW [OUTER] explode / posexplode / inline",
+        "SELECT t.k, e.pos, e.x FROM t LATERAL VIEW OUTER posexplode(t.arr) e AS pos, x",
+    ),
+    (
+        "WITH RECURSIVE: anchor UNION ALL a recursive term linear in the CTE (transitive closure, hierarchies, bounded paths)",
+        "WITH RECURSIVE r(k, hops) AS (SELECT k, 1 FROM t UNION ALL SELECT u.k, r.hops + 1 FROM r JOIN u ON r.k = u.k WHERE r.hops < 3) SELECT k, hops FROM r",
+    ),
+    (
+        "subqueries in FROM, WITH",
+        "WITH g AS (SELECT k, SUM(a) AS s FROM t GROUP BY k) SELECT g.k, g.s, u.d FROM g JOIN u ON g.k = u.k",
+    ),
+    (
+        "VALUES, an inline table, alone or joined (a constant: it has no change, so its join terms vanish)",
+        "SELECT t.k, v.label FROM VALUES (1, 'one'), (2, 'two') AS v(k, label) JOIN t ON t.k = v.k",
+    ),
+    (
+        "table functions of literals in FROM: range (1 to 4 arguments), explode, posexplode, inline, stack (a constant)",
+        "SELECT r.s, COUNT(t.k) AS n FROM range(1, 6) AS r(s) LEFT JOIN t ON t.a = r.s GROUP BY r.s",
+    ),
+    (
+        "SELECT without FROM; a CTE or scalar subquery that reads no table, such as parameters (a constant)",
+        "WITH params AS (SELECT 'GC' AS good, 100 AS bonus) SELECT t.k, t.a + (SELECT bonus FROM params) AS a FROM t WHERE t.b = (SELECT good FROM params)",
+    ),
+    (
+        "parenthesized join trees",
+        "SELECT t.k, u.d, t2.b FROM (t LEFT JOIN (u CROSS JOIN t AS t2) ON t.k = u.k AND t2.a = u.k)",
+    ),
+    (
+        "FILTER (WHERE ...) on an aggregate (COUNT, SUM, AVG, MIN, MAX as the aggregate of a CASE; others recomputed per touched group)",
+        "SELECT b, SUM(a) FILTER (WHERE a > 100) AS big, COUNT(*) FILTER (WHERE a IS NULL) AS unknown, MAX(k) FILTER (WHERE a > 0) AS hi FROM t GROUP BY b",
+    ),
+    (
+        "a filter comparing a column with the current time (current_timestamp, current_date, now): a temporal filter",
+        "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400",
+    ),
+    (
+        "the current time compared with a column outside a filter (an outer join's ON, a SELECT expression)",
+        "SELECT t.k, u.d FROM t LEFT JOIN u ON t.k = u.k AND t.a > unix_timestamp(now()) - 60",
+    ),
     (FULL, "SELECT k, rand() AS r FROM t"),
-    ("column names with spaces, punctuation, unicode, quoted reserved words (a table ivm keeps with a name Delta refuses as it is gets column mapping)", "SELECT k AS `order id`, a AS `n,1`, b AS `naïve`, k AS `select` FROM t"),
+    (
+        "column names with spaces, punctuation, unicode, quoted reserved words (a table ivm keeps with a name Delta refuses as it is gets column mapping)",
+        "SELECT k AS `order id`, a AS `n,1`, b AS `naïve`, k AS `select` FROM t",
+    ),
 ]
 
 REFUSED = [
-    ("non-deterministic functions (rand, uuid, the current time outside a comparison with a column, ...)", "SELECT k, rand() AS r FROM t"),
-    ("order-dependent aggregates (first, last, collect_list unsorted, any_value)", "SELECT b, first(a) AS f FROM t GROUP BY b"),
+    (
+        "non-deterministic functions (rand, uuid, the current time outside a comparison with a column, ...)",
+        "SELECT k, rand() AS r FROM t",
+    ),
+    (
+        "order-dependent aggregates (first, last, collect_list unsorted, any_value)",
+        "SELECT b, first(a) AS f FROM t GROUP BY b",
+    ),
     ("ORDER BY without LIMIT", "SELECT k FROM t ORDER BY k"),
-    ("WITH RECURSIVE with UNION (Spark refuses it too), or a recursive term reading its CTE twice or under GROUP BY, DISTINCT, a window or an outer join", "WITH RECURSIVE r AS (SELECT k FROM t UNION SELECT k + 1 FROM r WHERE k < 3) SELECT k FROM r"),
-    ("a scalar subquery that may return several rows (no aggregate, or GROUP BY): Spark fails at run time", "SELECT k, (SELECT d FROM u WHERE u.k = t.k) AS m FROM t"),
-    ("a correlated scalar subquery correlated other than by equalities", "SELECT k, (SELECT MAX(d) FROM u WHERE u.k > t.k) AS m FROM t"),
+    (
+        "WITH RECURSIVE with UNION (Spark refuses it too), or a recursive term reading its CTE twice or under GROUP BY, DISTINCT, a window or an outer join",
+        "WITH RECURSIVE r AS (SELECT k FROM t UNION SELECT k + 1 FROM r WHERE k < 3) SELECT k FROM r",
+    ),
+    (
+        "a scalar subquery that may return several rows (no aggregate, or GROUP BY): Spark fails at run time",
+        "SELECT k, (SELECT d FROM u WHERE u.k = t.k) AS m FROM t",
+    ),
+    (
+        "a correlated scalar subquery correlated other than by equalities",
+        "SELECT k, (SELECT MAX(d) FROM u WHERE u.k > t.k) AS m FROM t",
+    ),
     ("time travel or TABLESAMPLE in FROM", "SELECT k FROM t VERSION AS OF 3"),
-    ("a table function whose rows are not fixed (it reads the current time, rand(), uuid(), or a column: use LATERAL VIEW for that)", "SELECT r.id FROM range(unix_timestamp(now())) AS r"),
-    ("a backtick in a column name: Delta's change data feed cannot write it", "SELECT k AS `a``b` FROM t"),
+    (
+        "a table function whose rows are not fixed (it reads the current time, rand(), uuid(), or a column: use LATERAL VIEW for that)",
+        "SELECT r.id FROM range(unix_timestamp(now())) AS r",
+    ),
+    (
+        "a backtick in a column name: Delta's change data feed cannot write it",
+        "SELECT k AS `a``b` FROM t",
+    ),
     (INCREMENTAL, "SELECT k, a FROM t ORDER BY a DESC LIMIT 10"),
 ]
 
@@ -169,8 +276,16 @@ def render() -> str:
         "| SQL | example | strategy | state kept |",
         "|---|---|---|---|",
     ]
-    lines += [f"| {cell(a)} | {code(b)} | {cell(c)} | {cell(d)} |" for a, b, c, d in supported_rows()]
-    lines += ["", "## Refused at compile time (with file:line and this hint)", "", "| SQL | example | message |", "|---|---|---|"]
+    lines += [
+        f"| {cell(a)} | {code(b)} | {cell(c)} | {cell(d)} |" for a, b, c, d in supported_rows()
+    ]
+    lines += [
+        "",
+        "## Refused at compile time (with file:line and this hint)",
+        "",
+        "| SQL | example | message |",
+        "|---|---|---|",
+    ]
     lines += [f"| {cell(a)} | {code(b)} | {cell(c)} |" for a, b, c in refused_rows()]
     return "\n".join(lines) + "\n"
 

@@ -37,15 +37,21 @@ def parse_statement(text: str, location: Location) -> exp.Expression:
             try:
                 query = sqlglot.parse_one(text[start:], read=DIALECT) if start is not None else None
             except ParseError as error:
-                raise _syntax_error(error, Location(location.path, (location.line or 1) + text.count("\n", 0, start))) from None
+                raise _syntax_error(
+                    error,
+                    Location(location.path, (location.line or 1) + text.count("\n", 0, start)),
+                ) from None
             if query is None:
                 what = "no AS SELECT ... found"
             elif isinstance(query, exp.Query):
                 what = "the part before AS does not read as CREATE VIEW name [(columns)]"
             else:
                 what = "the query after AS is not a SELECT"
-            raise SqlError(f"cannot read this CREATE VIEW statement: {what}", location=location,
-                           hint="write CREATE VIEW name AS SELECT ...; quote odd names in backticks") from None
+            raise SqlError(
+                f"cannot read this CREATE VIEW statement: {what}",
+                location=location,
+                hint="write CREATE VIEW name AS SELECT ...; quote odd names in backticks",
+            ) from None
     return statement
 
 
@@ -72,8 +78,13 @@ def _query_start(text: str) -> int | None:
     return None
 
 
-_TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+, col: \d+, start: \d+, end: \d+, comments: \[.*?\]>")
-_NAME_EXPECTED = ("Expected table name", "Invalid expression / Unexpected token")  # where a reserved word fits
+_TOKEN = re.compile(
+    r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+, col: \d+, start: \d+, end: \d+, comments: \[.*?\]>"
+)
+_NAME_EXPECTED = (
+    "Expected table name",
+    "Invalid expression / Unexpected token",
+)  # where a reserved word fits
 _MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]+'>")
 
 
@@ -84,11 +95,15 @@ def _syntax_error(error: ParseError, location: Location) -> SqlError:
     first = error.errors[0] if error.errors else {}
     near = (first.get("highlight") or "").strip()
     raw = description = first.get("description") or str(error)
-    description = _TOKEN.sub(lambda m: "the end of the statement" if m[1] == "SENTINEL" else f"'{m[2]}'", description)
+    description = _TOKEN.sub(
+        lambda m: "the end of the statement" if m[1] == "SENTINEL" else f"'{m[2]}'", description
+    )
     place = "after" if "SENTINEL" in raw else "near"  # sqlglot points at the last token read
     description = _MISSING.sub("an incomplete expression", description)
     description = description.replace("Invalid expression / Unexpected token", "unexpected token")
-    description = re.sub(r"Expecting (\S+)", r"expected '\1'", description.replace(" but got ", " but found "))
+    description = re.sub(
+        r"Expecting (\S+)", r"expected '\1'", description.replace(" but got ", " but found ")
+    )
     description = description[:1].lower() + description[1:]
     if near and f"'{near}'" not in description:
         description += f" {place} '{near}'"
@@ -97,4 +112,6 @@ def _syntax_error(error: ParseError, location: Location) -> SqlError:
     if name_expected and near.upper() in Spark.tokenizer_class.KEYWORDS:
         hint = f"{near} is a reserved word: to use it as a name, quote it in backticks: `{near}`"
     line = (location.line or 1) + first.get("line", 1) - 1
-    return SqlError(f"syntax error: {description}", location=Location(location.path, line), hint=hint)
+    return SqlError(
+        f"syntax error: {description}", location=Location(location.path, line), hint=hint
+    )

@@ -18,9 +18,10 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import TokenError
 
 from ivm_sql.errors import Location, SqlError, UnsupportedError
-from ivm_sql.physical.policy import NAMES, RefreshPolicy
+from ivm_sql.refresh_policy import NAMES, RefreshPolicy
 
-REFRESH_PROPERTY = "ivm.refresh"  # TBLPROPERTIES ('ivm.refresh' = 'full'): the older spelling of REFRESH POLICY
+# TBLPROPERTIES ('ivm.refresh' = 'full'): the older spelling of REFRESH POLICY
+REFRESH_PROPERTY = "ivm.refresh"
 
 # Table properties ivm's own state depends on, and why: a view may not set them.
 RESERVED_PROPERTIES = {
@@ -56,22 +57,34 @@ def refresh_policy(text: str, location: Location) -> tuple[str, RefreshPolicy | 
             continue
         if token.token_type == TokenType.ALIAS:
             return text, None  # the query starts here: the clause comes before it
-        if token.text.upper() == "REFRESH" and i + 1 < len(tokens) and tokens[i + 1].text.upper() == "POLICY":
+        if (
+            token.text.upper() == "REFRESH"
+            and i + 1 < len(tokens)
+            and tokens[i + 1].text.upper() == "POLICY"
+        ):
             return _cut_policy(text, tokens, i, location)
     return text, None
 
 
 def _cut_policy(text: str, tokens: list, at: int, location: Location) -> tuple[str, RefreshPolicy]:
-    words = tokens[at + 2:at + 4]
+    words = tokens[at + 2 : at + 4]
     spelled = [w.text for w in words[:1]]
-    if words[:1] and words[0].text.upper() == "INCREMENTAL" and len(words) > 1 and words[1].text.upper() == "STRICT":
+    if (
+        words[:1]
+        and words[0].text.upper() == "INCREMENTAL"
+        and len(words) > 1
+        and words[1].text.upper() == "STRICT"
+    ):
         spelled.append(words[1].text)
     policy = RefreshPolicy.named(" ".join(spelled)) if spelled else None
     if policy is None:
         word = words[0] if words and words[0].token_type != TokenType.ALIAS else None
-        found, line = (word.text, word.line) if word is not None else ("nothing", tokens[at + 1].line)
+        found, line = (
+            (word.text, word.line) if word is not None else ("nothing", tokens[at + 1].line)
+        )
         raise SqlError(
-            f"unknown refresh policy {found}", location=Location(location.path, (location.line or 1) + line - 1),
+            f"unknown refresh policy {found}",
+            location=Location(location.path, (location.line or 1) + line - 1),
             hint=f"write REFRESH POLICY and one of {NAMES}",
         )
     end = tokens[at + 1 + len(spelled)].end + 1
@@ -80,7 +93,9 @@ def _cut_policy(text: str, tokens: list, at: int, location: Location) -> tuple[s
     return text[:start] + blank + text[end:], policy
 
 
-def view_clauses(statement: exp.Create, at: Callable[[str], Location]) -> tuple[ViewClauses, RefreshPolicy | None]:
+def view_clauses(
+    statement: exp.Create, at: Callable[[str], Location]
+) -> tuple[ViewClauses, RefreshPolicy | None]:
     """The clauses of a parsed CREATE VIEW, and the policy its 'ivm.refresh' property names;
     whatever ivm cannot honour is refused at its line (``at(word)``: the line ``word`` is on)."""
     found: dict = {"column_comments": _column_comments(statement, at)}
@@ -92,7 +107,11 @@ def view_clauses(statement: exp.Create, at: Callable[[str], Location]) -> tuple[
         if isinstance(prop, exp.SchemaCommentProperty):
             found["comment"] = prop.this.name
         elif isinstance(prop, exp.PartitionedByProperty):
-            found["partitioned_by"] = _column_names(prop.this.expressions if isinstance(prop.this, exp.Schema) else [prop.this], "PARTITIONED BY", at)
+            found["partitioned_by"] = _column_names(
+                prop.this.expressions if isinstance(prop.this, exp.Schema) else [prop.this],
+                "PARTITIONED BY",
+                at,
+            )
         elif isinstance(prop, exp.ClusterProperty):
             found["clustered_by"] = _column_names(prop.expressions, "CLUSTER BY", at)
         elif isinstance(prop, exp.Property) and isinstance(prop.this, exp.Literal):
@@ -105,12 +124,16 @@ def view_clauses(statement: exp.Create, at: Callable[[str], Location]) -> tuple[
         else:
             clause = prop.sql("spark").split("(")[0].strip() or prop.key
             raise UnsupportedError(
-                f"ivm cannot keep a view's {clause} clause", location=at(clause.split()[0]),
+                f"ivm cannot keep a view's {clause} clause",
+                location=at(clause.split()[0]),
                 hint="a view takes a column list, COMMENT, PARTITIONED BY or CLUSTER BY, TBLPROPERTIES and REFRESH POLICY",
             )
     if found.get("partitioned_by") and found.get("clustered_by"):
-        raise SqlError("a view cannot be both PARTITIONED BY and CLUSTER BY", location=at("CLUSTER"),
-                       hint="keep one: Delta lays a table out one way or the other")
+        raise SqlError(
+            "a view cannot be both PARTITIONED BY and CLUSTER BY",
+            location=at("CLUSTER"),
+            hint="keep one: Delta lays a table out one way or the other",
+        )
     return ViewClauses(properties=tuple(properties), **found), policy
 
 
@@ -122,13 +145,15 @@ def _column_comments(statement: exp.Create, at) -> tuple[tuple[str, str], ...]:
             continue
         if column.args.get("kind") is not None:
             raise UnsupportedError(
-                f"column {column.name} of the view's column list has a type", location=at(column.name),
+                f"column {column.name} of the view's column list has a type",
+                location=at(column.name),
                 hint="leave the type out: a view's columns have the types its SELECT gives them (CAST there)",
             )
         for constraint in column.constraints:
             if not isinstance(constraint.kind, exp.CommentColumnConstraint):
                 raise UnsupportedError(
-                    f"ivm cannot keep {constraint.sql('spark')} on column {column.name}", location=at(column.name),
+                    f"ivm cannot keep {constraint.sql('spark')} on column {column.name}",
+                    location=at(column.name),
                     hint="a column of a view's column list takes only a COMMENT",
                 )
             comments.append((column.name.lower(), constraint.kind.this.name))
@@ -138,10 +163,13 @@ def _column_comments(statement: exp.Create, at) -> tuple[tuple[str, str], ...]:
 def _column_names(columns: list[exp.Expression], clause: str, at) -> tuple[str, ...]:
     names = []
     for column in columns:
-        if not isinstance(column, (exp.Identifier, exp.Column)) or (isinstance(column, exp.Column) and column.table):
+        if not isinstance(column, (exp.Identifier, exp.Column)) or (
+            isinstance(column, exp.Column) and column.table
+        ):
             raise UnsupportedError(
                 f"{clause} {column.sql('spark')}: ivm lays a view's table out by its columns only",
-                location=at(clause.split()[0]), hint=f"name columns the view returns: {clause} (a, b)",
+                location=at(clause.split()[0]),
+                hint=f"name columns the view returns: {clause} (a, b)",
             )
         names.append(column.name.lower())
     return tuple(names)
@@ -151,7 +179,8 @@ def _property_policy(value: str, location: Location) -> RefreshPolicy:
     policy = RefreshPolicy.named(value)
     if policy is None:
         raise SqlError(
-            f"{REFRESH_PROPERTY} must be one of {NAMES}, not '{value}'", location=location,
+            f"{REFRESH_PROPERTY} must be one of {NAMES}, not '{value}'",
+            location=location,
             hint="or write the clause REFRESH POLICY FULL (or another policy) before AS",
         )
     return policy
@@ -160,10 +189,14 @@ def _property_policy(value: str, location: Location) -> RefreshPolicy:
 def _check_property(key: str, location: Location) -> None:
     lowered = key.lower()
     if lowered.startswith("ivm."):
-        raise SqlError(f"table property {key} is not one ivm knows", location=location,
-                       hint=f"properties starting with ivm. are ivm's own; the only one a view sets is '{REFRESH_PROPERTY}'")
+        raise SqlError(
+            f"table property {key} is not one ivm knows",
+            location=location,
+            hint=f"properties starting with ivm. are ivm's own; the only one a view sets is '{REFRESH_PROPERTY}'",
+        )
     if lowered in RESERVED_PROPERTIES:
         raise UnsupportedError(
-            f"a view cannot set table property {key}: {RESERVED_PROPERTIES[lowered]}", location=location,
+            f"a view cannot set table property {key}: {RESERVED_PROPERTIES[lowered]}",
+            location=location,
             hint="leave it out; other delta.* properties (e.g. delta.logRetentionDuration) are kept",
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlglot import exp
 
 from ivm_sql.errors import Location, SqlError, UnsupportedError
-from ivm_sql.physical.policy import RefreshPolicy
+from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX
 from ivm_sql.sqlfiles import read_sql, split_statements
 from ivm_sql.syntax import parse_statement
@@ -27,8 +27,10 @@ class ViewDef:
     column_names: tuple[str, ...] | None  # CREATE VIEW v (a, b) AS ...
     location: Location
     text: str
-    policy: RefreshPolicy | None = None  # REFRESH POLICY (or 'ivm.refresh'); None: the project's default
-    clauses: ViewClauses = ViewClauses()  # COMMENT, TBLPROPERTIES, PARTITIONED BY / CLUSTER BY, column comments
+    # REFRESH POLICY (or 'ivm.refresh'); None: the project's default
+    policy: RefreshPolicy | None = None
+    # COMMENT, TBLPROPERTIES, PARTITIONED BY / CLUSTER BY, column comments
+    clauses: ViewClauses = ViewClauses()
 
     def locate(self, node: exp.Expression | None) -> Location:
         """The file:line of ``node`` inside this view (the view's first line if unknown)."""
@@ -84,14 +86,20 @@ def load_views(folder: Path) -> list[ViewDef]:
 def _file_views(text: str, path: Path) -> tuple[ViewDef, ...]:
     """The views of one file, parsed once per text and path: a warm session reads the same
     files on every refresh, and a ViewDef is never changed."""
-    return tuple(parse_view(statement.text, statement.location) for statement in split_statements(text, path))
+    return tuple(
+        parse_view(statement.text, statement.location) for statement in split_statements(text, path)
+    )
 
 
 def parse_view(text: str, location: Location) -> ViewDef:
     parsed_text, policy = refresh_policy(text, location)  # sqlglot cannot read REFRESH POLICY
     statement = parse_statement(parsed_text, location)
     if not isinstance(statement, exp.Create) or statement.kind != "VIEW":
-        found = statement.key.upper() if not isinstance(statement, (exp.Command, exp.Alias, exp.Column)) else text.split()[0]
+        found = (
+            statement.key.upper()
+            if not isinstance(statement, (exp.Command, exp.Alias, exp.Column))
+            else text.split()[0]
+        )
         raise UnsupportedError(
             f"only CREATE VIEW statements belong in a views file, found {found}",
             location=location,
@@ -109,22 +117,26 @@ def parse_view(text: str, location: Location) -> ViewDef:
     if policy is not None and named is not None and named is not policy:
         raise SqlError(
             f"REFRESH POLICY {policy} and '{REFRESH_PROPERTY}' = '{named.value}' disagree",
-            location=_at_word(text, REFRESH_PROPERTY, location), hint=f"keep REFRESH POLICY and drop the '{REFRESH_PROPERTY}' property",
+            location=_at_word(text, REFRESH_PROPERTY, location),
+            hint=f"keep REFRESH POLICY and drop the '{REFRESH_PROPERTY}' property",
         )
     name = target.name.lower()
     if target.args.get("db") is not None:
         raise SqlError(
-            f"view {target.sql(DIALECT)} names a database", location=location,
+            f"view {target.sql(DIALECT)} names a database",
+            location=location,
             hint=f"write CREATE VIEW {target.this.sql(DIALECT)}: views live in the project's database (ivm.yaml's database:)",
         )
     if not TABLE_NAME.fullmatch(name):
         raise SqlError(
             f"view name {name!r} is not a name Spark's catalog takes for a table or view",
-            location=location, hint="use letters, digits and _ (a reserved word is fine in backticks: `select`)",
+            location=location,
+            hint="use letters, digits and _ (a reserved word is fine in backticks: `select`)",
         )
     if name.startswith(INTERNAL_PREFIX):
         raise SqlError(
-            f"view names starting with {INTERNAL_PREFIX} are reserved for ivm", location=location,
+            f"view names starting with {INTERNAL_PREFIX} are reserved for ivm",
+            location=location,
             hint="rename the view",
         )
     return ViewDef(name, query, column_names, location, text, policy or named, clauses)

@@ -25,14 +25,25 @@ from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
+from oracle import (
+    EMPTIED,
+    INCREMENTAL_ONLY,
+    MIGRATION,
+    MakeProject,
+    RandomChanges,
+    ViewSpec,
+    as_large,
+    compare_views,
+    global_recomputes,
+    plain_dml_recomputed,
+    table_rows,
+)
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
+from viewgen import FAMILIES, GeneratedView, batches
 
 from ivm_sql.errors import IvmError
 from ivm_sql.project import Project
-from oracle import (EMPTIED, INCREMENTAL_ONLY, MIGRATION, MakeProject, RandomChanges, ViewSpec, compare_views, as_large,
-                    global_recomputes, plain_dml_recomputed, table_rows)
-from viewgen import FAMILIES, GeneratedView, batches
 
 Log = Callable[[str], None]
 
@@ -71,7 +82,9 @@ class BatchProject:
 
     def __init__(self, spark, make_project: MakeProject, specs: list[ViewSpec]):
         files = {f"views/{s.name}.sql": s.create_statement() for s in specs}
-        self.root = make_project({"migrations/0001_tables.sql": MIGRATION, "ivm.yaml": INCREMENTAL_ONLY, **files})
+        self.root = make_project(
+            {"migrations/0001_tables.sql": MIGRATION, "ivm.yaml": INCREMENTAL_ONLY, **files}
+        )
         self.project = Project.open(self.root, spark=spark)
         self.live = list(specs)
         self.run = BatchRun()
@@ -79,7 +92,11 @@ class BatchProject:
     def drop(self, error: IvmError, what: str) -> None:
         """Record ``error`` against the view its location names, and remove that view and
         the views reading it; an error placed nowhere is not a view's, so it propagates."""
-        name = re.fullmatch(r"(\w+)\.sql", str(error.location.path).rsplit("/", 1)[-1]).group(1) if error.location else None
+        name = (
+            re.fullmatch(r"(\w+)\.sql", str(error.location.path).rsplit("/", 1)[-1]).group(1)
+            if error.location
+            else None
+        )
         if name not in {s.name for s in self.live}:
             raise error
         self.run.failures[name] = f"view {name}: {what}: {error}"
@@ -115,7 +132,9 @@ class BatchProject:
     def check_incremental(self, label: str, plans, reports) -> None:
         for report in plain_dml_recomputed(reports, global_recomputes(plans)):
             name = report.view.split(".")[-1]
-            self.run.failures.setdefault(name, f"view {name}, {label}: plain DML made it {report.action} ({report.reason})")
+            self.run.failures.setdefault(
+                name, f"view {name}, {label}: plain DML made it {report.action} ({report.reason})"
+            )
 
     def compare(self, label: str) -> None:
         """Compare every live view with its SELECT; keep each view's first failure. When
@@ -138,15 +157,26 @@ class BatchProject:
 
     def _compare_alone(self, spec: ViewSpec, label: str) -> list[str]:
         try:
-            return compare_views(self.project.spark, self.project.database, reads_closure(self.live, {spec.name}), label)
+            return compare_views(
+                self.project.spark,
+                self.project.database,
+                reads_closure(self.live, {spec.name}),
+                label,
+            )
         except (PySparkException, Py4JJavaError) as error:
             reason = str(error).strip().splitlines()[0][:300]
-            self.run.unrunnable[spec.name] = f"view {spec.name}: Spark cannot run its SELECT: {reason}"
-            self.live = [s for s in self.live if s.name != spec.name and spec.name not in self._reads(s)]
+            self.run.unrunnable[spec.name] = (
+                f"view {spec.name}: Spark cannot run its SELECT: {reason}"
+            )
+            self.live = [
+                s for s in self.live if s.name != spec.name and spec.name not in self._reads(s)
+            ]
             return []
 
 
-def run_views(spark, make_project: MakeProject, specs: list[ViewSpec], data_seed: int, rounds: int) -> BatchRun:
+def run_views(
+    spark, make_project: MakeProject, specs: list[ViewSpec], data_seed: int, rounds: int
+) -> BatchRun:
     """One project: random rows from ``data_seed``, a first refresh, ``rounds`` rounds of
     random changes, a refresh and a comparison after each (round 2 empties orders, round 3
     products; the first refresh and even rounds treat every table as large (``oracle.as_large``), the others as it is)."""
@@ -170,7 +200,9 @@ def run_views(spark, make_project: MakeProject, specs: list[ViewSpec], data_seed
     return batch.run
 
 
-def check_views(spark, make_project: MakeProject, specs: list[ViewSpec], data_seed: int, rounds: int) -> dict[str, str]:
+def check_views(
+    spark, make_project: MakeProject, specs: list[ViewSpec], data_seed: int, rounds: int
+) -> dict[str, str]:
     """Each failing view's first failure (empty: every view refreshed and equals its SELECT)."""
     return run_views(spark, make_project, specs, data_seed, rounds).failures
 
@@ -202,7 +234,13 @@ class Outcomes:
         unknown = {name for name in keys if name not in known}
         if failed or not unknown or not self.run_new:
             return failed
-        run = run_views(self.spark, self.make_project, reads_closure(specs, unknown), self.data_seed, self.rounds)
+        run = run_views(
+            self.spark,
+            self.make_project,
+            reads_closure(specs, unknown),
+            self.data_seed,
+            self.rounds,
+        )
         self.runs.append(run)
         for spec in reads_closure(specs, unknown):
             if spec.name not in run.skipped:
@@ -223,7 +261,9 @@ class Finding:
     messages: dict[str, str]
 
     def test(self, name: str) -> str:
-        return ready_test(name, self.specs, self.data_seed, self.rounds, next(iter(self.messages.values())))
+        return ready_test(
+            name, self.specs, self.data_seed, self.rounds, next(iter(self.messages.values()))
+        )
 
 
 @dataclass
@@ -237,26 +277,37 @@ class FuzzReport:
     view_rounds: int = 0  # (view, refresh) pairs compared in the generated batches
     families: Counter = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
-    unrunnable: dict[str, str] = field(default_factory=dict)  # by "batch N view": Spark cannot run its SELECT
+    # by "batch N view": Spark cannot run its SELECT
+    unrunnable: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
     def summary(self) -> str:
-        return (f"views generated {self.views}, views compared {self.views_compared}, batches {self.batches}, "
-                f"rounds {self.rounds}, "
-                f"view-rounds compared {self.view_rounds}, failures {len(self.findings)}, "
-                f"views whose SELECT Spark cannot run {len(self.unrunnable)} "
-                f"({self.seconds:.0f}s)")
+        return (
+            f"views generated {self.views}, views compared {self.views_compared}, batches {self.batches}, "
+            f"rounds {self.rounds}, "
+            f"view-rounds compared {self.view_rounds}, failures {len(self.findings)}, "
+            f"views whose SELECT Spark cannot run {len(self.unrunnable)} "
+            f"({self.seconds:.0f}s)"
+        )
 
     def tests(self, seed: int) -> list[str]:
-        return [f.test(f"test_fuzz_seed_{seed}_data_{f.data_seed}_{i}") for i, f in enumerate(self.findings, 1)]
+        return [
+            f.test(f"test_fuzz_seed_{seed}_data_{f.data_seed}_{i}")
+            for i, f in enumerate(self.findings, 1)
+        ]
 
 
 class BatchFailed(AssertionError):
     pass
 
 
-FAILURE_KINDS = ("refused by the compiler", "refresh failed", "plain DML made it", "columns/types differ",
-                 "view differs from its SELECT")
+FAILURE_KINDS = (
+    "refused by the compiler",
+    "refresh failed",
+    "plain DML made it",
+    "columns/types differ",
+    "view differs from its SELECT",
+)
 
 
 def failure_kind(message: str) -> str:
@@ -267,7 +318,9 @@ def failure_kind(message: str) -> str:
 def ready_test(name: str, specs: list[ViewSpec], data_seed: int, rounds: int, message: str) -> str:
     """A pytest function for tests/test_churn.py reproducing a finding."""
     views = "\n".join(
-        f'        ViewSpec("{s.name}", """{s.select}"""' + (f", reads={s.reads!r}" if s.reads else "") + "),"
+        f'        ViewSpec("{s.name}", """{s.select}"""'
+        + (f", reads={s.reads!r}" if s.reads else "")
+        + "),"
         for s in specs
     )
     first_line = message.splitlines()[0].replace('"""', "'''")
@@ -281,8 +334,16 @@ def ready_test(name: str, specs: list[ViewSpec], data_seed: int, rounds: int, me
     )
 
 
-def search_batch(spark, make_project: MakeProject, slots: int, rounds: int, generation_seed: int, data_seed: int,
-                 shrink_seconds: float, log: Log) -> tuple[list[GeneratedView], BatchRun | None, Finding | None]:
+def search_batch(
+    spark,
+    make_project: MakeProject,
+    slots: int,
+    rounds: int,
+    generation_seed: int,
+    data_seed: int,
+    shrink_seconds: float,
+    log: Log,
+) -> tuple[list[GeneratedView], BatchRun | None, Finding | None]:
     """Draw one batch of ``slots`` slots and run it; if a view fails, let hypothesis shrink
     the batch (at most ``shrink_seconds`` of new runs). Returns the batch, its run and the
     shrunk finding, if any."""
@@ -292,9 +353,16 @@ def search_batch(spark, make_project: MakeProject, slots: int, rounds: int, gene
     shrink_deadline = [float("inf")]
 
     @hypothesis_seed(generation_seed)
-    @settings(max_examples=2, database=None, deadline=None, phases=(Phase.generate, Phase.shrink),
-              suppress_health_check=list(HealthCheck), report_multiple_bugs=False, verbosity=Verbosity.quiet,
-              print_blob=False)
+    @settings(
+        max_examples=2,
+        database=None,
+        deadline=None,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )
     @given(batches(slots))
     def check(generated: list[GeneratedView]) -> None:
         if not generated:  # hypothesis tries the simplest batch first: no view
@@ -304,9 +372,15 @@ def search_batch(spark, make_project: MakeProject, slots: int, rounds: int, gene
         elif not failing or time.perf_counter() > shrink_deadline[0]:
             outcomes.run_new = False
         failures = outcomes.failures([g.spec for g in generated])
-        if failing:  # while shrinking, only the first failure's kind counts: the shrink stays on its bug
+        if (
+            failing
+        ):  # while shrinking, only the first failure's kind counts: the shrink stays on its bug
             kinds = {failure_kind(message) for message in failing[0][1].values()}
-            failures = {name: message for name, message in failures.items() if failure_kind(message) in kinds}
+            failures = {
+                name: message
+                for name, message in failures.items()
+                if failure_kind(message) in kinds
+            }
         if failures:
             if not failing:
                 shrink_deadline[0] = time.perf_counter() + shrink_seconds
@@ -328,8 +402,16 @@ def search_batch(spark, make_project: MakeProject, slots: int, rounds: int, gene
     return drawn[0], run, Finding(data_seed, rounds, needed, failures)
 
 
-def fuzz(spark, make_project: MakeProject, views: int = 25, rounds: int = 2, seed: int = 0, batch: int = 25,
-         shrink_seconds: float = 300.0, log: Log = print) -> FuzzReport:
+def fuzz(
+    spark,
+    make_project: MakeProject,
+    views: int = 25,
+    rounds: int = 2,
+    seed: int = 0,
+    batch: int = 25,
+    shrink_seconds: float = 300.0,
+    log: Log = print,
+) -> FuzzReport:
     """Generate and check about ``views`` random views, in batches of ``batch`` slots (about
     five in six hold a view), each batch on one project with its own data seed."""
     report = FuzzReport(rounds=rounds)
@@ -339,19 +421,34 @@ def fuzz(spark, make_project: MakeProject, views: int = 25, rounds: int = 2, see
         data_seed = seed * 1000 + number
         slots = min(batch, round((views - report.views) * 1.2) + 1)
         batch_started = time.perf_counter()
-        generated, run, finding = search_batch(spark, make_project, slots, rounds, generation_seed=data_seed,
-                                               data_seed=data_seed, shrink_seconds=shrink_seconds, log=log)
+        generated, run, finding = search_batch(
+            spark,
+            make_project,
+            slots,
+            rounds,
+            generation_seed=data_seed,
+            data_seed=data_seed,
+            shrink_seconds=shrink_seconds,
+            log=log,
+        )
         report.batches += 1
         report.views += len(generated)
         report.view_rounds += run.compared if run else 0
         report.views_compared += len(run.views_compared) if run else 0
         report.families.update(f for g in generated for f in g.families)
-        report.unrunnable.update({f"batch {number} {name}": reason for name, reason in (run.unrunnable if run else {}).items()})
+        report.unrunnable.update(
+            {
+                f"batch {number} {name}": reason
+                for name, reason in (run.unrunnable if run else {}).items()
+            }
+        )
         if finding:
             report.findings.append(finding)
-        log(f"batch {number}: {len(generated)} views, {rounds} rounds, data seed {data_seed}, "
+        log(
+            f"batch {number}: {len(generated)} views, {rounds} rounds, data seed {data_seed}, "
             f"first run {run.seconds if run else 0:.0f}s, total {time.perf_counter() - batch_started:.0f}s"
-            + (f", FAILED: {', '.join(sorted(finding.messages))}" if finding else ""))
+            + (f", FAILED: {', '.join(sorted(finding.messages))}" if finding else "")
+        )
     report.seconds = time.perf_counter() - started
     return report
 

@@ -14,19 +14,18 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Iterable
 from unittest import mock
 
 from ivm_sql.config import RefreshSettings
 from ivm_sql.physical import bounds, execution, materialize
 from ivm_sql.physical.cost import COST_REASON
-from ivm_sql.project import Project
 from ivm_sql.physical.recompute import RECOMPUTED_BELOW
+from ivm_sql.project import Project
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -57,13 +56,18 @@ def global_recomputes(plans) -> dict[str, set[str]]:
 def plain_dml_recomputed(reports, recomputes_all: dict[str, set[str]]) -> list:
     """The reports of views plain DML did not refresh incrementally, but those whose plan
     recomputes everything on any change (and says so)."""
-    return [r for r in reports if r.action not in ("incremental", "unchanged")
-            and not (r.action == "recomputed" and r.reason in recomputes_all.get(r.view, set()))]
+    return [
+        r
+        for r in reports
+        if r.action not in ("incremental", "unchanged")
+        and not (r.action == "recomputed" and r.reason in recomputes_all.get(r.view, set()))
+    ]
 
 
 def chosen_by_cost(reason: str) -> bool:
     """A recompute the cost model chose, or one that follows from it (a stage above it)."""
     return reason.startswith(COST_REASON) or reason.endswith(RECOMPUTED_BELOW)
+
 
 MIGRATION = """
 CREATE TABLE customers (id INT, name STRING, country STRING, score INT) USING DELTA;
@@ -153,7 +157,8 @@ def _encoded(name: str, frame, side: int):
 
     frame = frame.toDF(*[f"c{i}" for i in range(len(frame.columns))])  # duplicate names are fine
     columns = [
-        F.format_string("%.9g", F.round(F.col(f.name), 6)).alias(f.name) if isinstance(f.dataType, (DoubleType, FloatType))
+        F.format_string("%.9g", F.round(F.col(f.name), 6)).alias(f.name)
+        if isinstance(f.dataType, (DoubleType, FloatType))
         else F.col(f.name)
         for f in frame.schema.fields
     ]
@@ -169,7 +174,9 @@ def bag_diffs(pairs: dict[str, tuple]) -> dict[str, BagDiff]:
     names = list(pairs)
     diffs: dict[str, BagDiff] = {}
     for start in range(0, len(names), PAIRS_PER_JOB):
-        diffs.update(_bag_diffs({name: pairs[name] for name in names[start:start + PAIRS_PER_JOB]}))
+        diffs.update(
+            _bag_diffs({name: pairs[name] for name in names[start : start + PAIRS_PER_JOB]})
+        )
     return diffs
 
 
@@ -180,14 +187,24 @@ def _bag_diffs(pairs: dict[str, tuple]) -> dict[str, BagDiff]:
 
     from pyspark.sql import functions as F
 
-    parts = [_encoded(name, frame, side) for name, (actual, expected) in pairs.items()
-             for frame, side in ((actual, 1), (expected, -1))]
-    counted = reduce(lambda a, b: a.unionAll(b), parts).rollup("view", "row").agg(
-        F.sum(F.when(F.col("side") == 1, 1).otherwise(0)).alias("in_view"),
-        F.sum(F.when(F.col("side") == -1, 1).otherwise(0)).alias("expected"),
-        F.grouping("row").alias("total"),
+    parts = [
+        _encoded(name, frame, side)
+        for name, (actual, expected) in pairs.items()
+        for frame, side in ((actual, 1), (expected, -1))
+    ]
+    counted = (
+        reduce(lambda a, b: a.unionAll(b), parts)
+        .rollup("view", "row")
+        .agg(
+            F.sum(F.when(F.col("side") == 1, 1).otherwise(0)).alias("in_view"),
+            F.sum(F.when(F.col("side") == -1, 1).otherwise(0)).alias("expected"),
+            F.grouping("row").alias("total"),
+        )
     )
-    rows = counted.where(F.col("view").isNotNull() & ((F.col("total") == 1) | (F.col("in_view") != F.col("expected")))).collect()
+    rows = counted.where(
+        F.col("view").isNotNull()
+        & ((F.col("total") == 1) | (F.col("in_view") != F.col("expected")))
+    ).collect()
     diffs = {name: BagDiff(0, 0, Counter(), Counter()) for name in pairs}
     for r in rows:
         diff = diffs[r.view]
@@ -211,7 +228,9 @@ def _hashable(value):
     return value
 
 
-def compare_views(spark, database: str, specs: list[ViewSpec], label: str, rows: dict[str, int] | None = None) -> list[str]:
+def compare_views(
+    spark, database: str, specs: list[ViewSpec], label: str, rows: dict[str, int] | None = None
+) -> list[str]:
     """Compare every view with its SELECT; one message per view that differs (empty: all equal).
 
     Each view must have its SELECT's column names and Spark types, and hold exactly the bag
@@ -326,17 +345,27 @@ class Churn:
         blocks = [self.in_and_out()]
         stored = [name for name in self.tables if current.get(name)]
         if stored:
-            blocks += [self.out_and_back(current), self.updated_twice(current), self.away_and_back(current)]
+            blocks += [
+                self.out_and_back(current),
+                self.updated_twice(current),
+                self.away_and_back(current),
+            ]
         return blocks
 
     def in_and_out(self) -> list[str]:
         """Every table's novel row (perhaps twice) and some random ones, in, then out again."""
         r = self.rng
         tables = list(self.tables.values())
-        rows = {t.name: [t.novel] * r.randint(1, 2) + [t.fresh_row() for _ in range(r.randint(0, 2))] for t in tables}
+        rows = {
+            t.name: [t.novel] * r.randint(1, 2) + [t.fresh_row() for _ in range(r.randint(0, 2))]
+            for t in tables
+        }
         inserts = [f"INSERT INTO {name} VALUES {values_clause(new)}" for name, new in rows.items()]
-        deletes = [f"DELETE FROM {t.name} WHERE " + " OR ".join(f"({row_is(t.columns, row)})" for row in set(rows[t.name]))
-                   for t in tables]
+        deletes = [
+            f"DELETE FROM {t.name} WHERE "
+            + " OR ".join(f"({row_is(t.columns, row)})" for row in set(rows[t.name]))
+            for t in tables
+        ]
         r.shuffle(inserts)
         r.shuffle(deletes)
         return inserts + deletes
@@ -348,24 +377,32 @@ class Churn:
     def out_and_back(self, current: dict[str, list[tuple]]) -> list[str]:
         table, row = self._stored(current)
         copies = current[table.name].count(row)
-        return [f"DELETE FROM {table.name} WHERE {row_is(table.columns, row)}",
-                f"INSERT INTO {table.name} VALUES {values_clause([row] * copies)}"]
+        return [
+            f"DELETE FROM {table.name} WHERE {row_is(table.columns, row)}",
+            f"INSERT INTO {table.name} VALUES {values_clause([row] * copies)}",
+        ]
 
     def updated_twice(self, current: dict[str, list[tuple]]) -> list[str]:
         r = self.rng
         table, row = self._stored(current)
         first, second = r.randrange(len(row)), r.randrange(len(row))
         moved = list(row)
-        moved[first] = r.choice(current[table.name])[first]  # another stored row's value, or the same
-        statements = [f"UPDATE {table.name} SET {table.columns[first]} = {sql_literal(moved[first])} "
-                      f"WHERE {row_is(table.columns, row)}"]
+        moved[first] = r.choice(current[table.name])[
+            first
+        ]  # another stored row's value, or the same
+        statements = [
+            f"UPDATE {table.name} SET {table.columns[first]} = {sql_literal(moved[first])} "
+            f"WHERE {row_is(table.columns, row)}"
+        ]
         back = r.random() < 0.5
         if not back:  # on to a second change, unless the table may not end with that row
             column, value = table.columns[second], r.choice(current[table.name])[second]
             back = not table.allows(tuple(value if i == second else v for i, v in enumerate(moved)))
         if back:  # back to what it was
             column, value = table.columns[first], row[first]
-        statements.append(f"UPDATE {table.name} SET {column} = {sql_literal(value)} WHERE {row_is(table.columns, tuple(moved))}")
+        statements.append(
+            f"UPDATE {table.name} SET {column} = {sql_literal(value)} WHERE {row_is(table.columns, tuple(moved))}"
+        )
         return statements
 
     def away_and_back(self, current: dict[str, list[tuple]]) -> list[str]:
@@ -373,10 +410,14 @@ class Churn:
         column = self.rng.choice(list(table.keys))
         value, away = row[table.columns.index(column)], table.keys[column]
         if value is None:  # NULL keys move too: away from IS NULL, back to NULL
-            return [f"UPDATE {table.name} SET {column} = {sql_literal(away)} WHERE {column} IS NULL",
-                    f"UPDATE {table.name} SET {column} = NULL WHERE {column} = {sql_literal(away)}"]
-        return [f"UPDATE {table.name} SET {column} = {sql_literal(away)} WHERE {column} = {sql_literal(value)}",
-                f"UPDATE {table.name} SET {column} = {sql_literal(value)} WHERE {column} = {sql_literal(away)}"]
+            return [
+                f"UPDATE {table.name} SET {column} = {sql_literal(away)} WHERE {column} IS NULL",
+                f"UPDATE {table.name} SET {column} = NULL WHERE {column} = {sql_literal(away)}",
+            ]
+        return [
+            f"UPDATE {table.name} SET {column} = {sql_literal(away)} WHERE {column} = {sql_literal(value)}",
+            f"UPDATE {table.name} SET {column} = {sql_literal(value)} WHERE {column} = {sql_literal(away)}",
+        ]
 
     def refill(self, current: dict[str, list[tuple]]) -> list[str]:
         """A table emptied, then given back its rows (a key of every group leaves and returns)."""
@@ -387,7 +428,9 @@ class Churn:
         return statements
 
 
-def churned(rng: random.Random, churn: Churn, current: dict[str, list[tuple]], statements: list[str]) -> list[str]:
+def churned(
+    rng: random.Random, churn: Churn, current: dict[str, list[tuple]], statements: list[str]
+) -> list[str]:
     """``statements`` (each its own block) and every churn pattern, blocks shuffled; the
     refill first, while ``current`` is still what the tables hold."""
     blocks = [[s] for s in statements] + churn.blocks(current)
@@ -401,7 +444,14 @@ NAMES = ["ann", "bob", "Cy", "dee", "", None]
 COUNTRIES = ["DE", "FR", "US", None]
 SCORES = [None, 0, 3, 5, 7, 9, -2]
 CATEGORIES = ["toys", "food", "books", None]
-PRICES = [None, Decimal("0.99"), Decimal("5.00"), Decimal("12.50"), Decimal("100.01"), Decimal("-3.33")]
+PRICES = [
+    None,
+    Decimal("0.99"),
+    Decimal("5.00"),
+    Decimal("12.50"),
+    Decimal("100.01"),
+    Decimal("-3.33"),
+]
 QTYS = [None, 0, 1, 2, 3, 5]
 STATUSES = ["new", "shipped", "cancelled", None]
 NOTES = ["gift", "rush", "", None]
@@ -422,14 +472,32 @@ class RandomChanges:
 
     def __init__(self, rng: random.Random):
         self.rng = rng
-        self.churn = Churn(rng, [
-            ChurnTable("customers", ("id", "name", "country", "score"), (8, "ghost", "NL", 4), self.new_customer,
-                       {"id": 99, "country": "XX"}),
-            ChurnTable("products", ("id", "category", "price"), (6, "ghost", Decimal("7.77")), self.new_product,
-                       {"id": 99, "category": "moved"}),
-            ChurnTable("orders", ("id", "customer_id", "product_id", "qty", "status", "note"), (13, 8, 6, 4, "ghost", "ghost"),
-                       self.new_order, {"customer_id": 99, "product_id": 99, "status": "moved"}),
-        ])
+        self.churn = Churn(
+            rng,
+            [
+                ChurnTable(
+                    "customers",
+                    ("id", "name", "country", "score"),
+                    (8, "ghost", "NL", 4),
+                    self.new_customer,
+                    {"id": 99, "country": "XX"},
+                ),
+                ChurnTable(
+                    "products",
+                    ("id", "category", "price"),
+                    (6, "ghost", Decimal("7.77")),
+                    self.new_product,
+                    {"id": 99, "category": "moved"},
+                ),
+                ChurnTable(
+                    "orders",
+                    ("id", "customer_id", "product_id", "qty", "status", "note"),
+                    (13, 8, 6, 4, "ghost", "ghost"),
+                    self.new_order,
+                    {"customer_id": 99, "product_id": 99, "status": "moved"},
+                ),
+            ],
+        )
 
     # rows no stored row equals (their ids are never used otherwise), with new keys now and then
     def new_customer(self) -> tuple:
@@ -442,8 +510,14 @@ class RandomChanges:
 
     def new_order(self) -> tuple:
         r = self.rng
-        return (r.choice([13, 14]), r.choice([8, 9, *CUSTOMER_IDS]), r.choice([6, 7, *PRODUCT_IDS]),
-                r.choice(QTYS), r.choice(["ghost", *STATUSES]), r.choice(NOTES))
+        return (
+            r.choice([13, 14]),
+            r.choice([8, 9, *CUSTOMER_IDS]),
+            r.choice([6, 7, *PRODUCT_IDS]),
+            r.choice(QTYS),
+            r.choice(["ghost", *STATUSES]),
+            r.choice(NOTES),
+        )
 
     def customer(self) -> tuple:
         r = self.rng
@@ -456,8 +530,12 @@ class RandomChanges:
     def order(self) -> tuple:
         r = self.rng
         return (
-            maybe(r, ORDER_IDS, 0.1), maybe(r, CUSTOMER_IDS + [7], 0.2), maybe(r, PRODUCT_IDS + [5], 0.2),
-            r.choice(QTYS), r.choice(STATUSES), r.choice(NOTES),
+            maybe(r, ORDER_IDS, 0.1),
+            maybe(r, CUSTOMER_IDS + [7], 0.2),
+            maybe(r, PRODUCT_IDS + [5], 0.2),
+            r.choice(QTYS),
+            r.choice(STATUSES),
+            r.choice(NOTES),
         )
 
     def initial(self) -> list[str]:
@@ -481,7 +559,12 @@ class RandomChanges:
             if r.random() < 0.5:  # a duplicate inside the same insert
                 rows.append(rows[0])
             statements.append(f"INSERT INTO {table} VALUES {values_clause(rows)}")
-        choices = [self.update_orders, self.update_customers, self.update_products, self.delete_some]
+        choices = [
+            self.update_orders,
+            self.update_customers,
+            self.update_products,
+            self.delete_some,
+        ]
         for _ in range(r.randint(3, 6)):
             statements.append(r.choice(choices)())
         statements = churned(r, self.churn, current, statements)
@@ -505,37 +588,59 @@ class RandomChanges:
 
     def update_orders(self) -> str:
         r = self.rng
-        sets = r.choice([
-            lambda: f"customer_id = {sql_literal(maybe(r, CUSTOMER_IDS + [7], 0.3))}",  # between join partners, to NULL
-            lambda: f"product_id = {sql_literal(maybe(r, PRODUCT_IDS, 0.3))}",
-            lambda: f"status = {sql_literal(r.choice(STATUSES))}",  # between groups
-            lambda: f"qty = {sql_literal(r.choice(QTYS))}",
-            lambda: "qty = qty + 1, note = " + sql_literal(r.choice(NOTES)),
-            lambda: "customer_id = coalesce(customer_id, 1), product_id = coalesce(product_id, 2)",  # NULL back
-        ])()
+        sets = r.choice(
+            [
+                # between join partners, to NULL
+                lambda: f"customer_id = {sql_literal(maybe(r, CUSTOMER_IDS + [7], 0.3))}",
+                lambda: f"product_id = {sql_literal(maybe(r, PRODUCT_IDS, 0.3))}",
+                lambda: f"status = {sql_literal(r.choice(STATUSES))}",  # between groups
+                lambda: f"qty = {sql_literal(r.choice(QTYS))}",
+                lambda: "qty = qty + 1, note = " + sql_literal(r.choice(NOTES)),
+                # NULL back
+                lambda: (
+                    "customer_id = coalesce(customer_id, 1), product_id = coalesce(product_id, 2)"
+                ),
+            ]
+        )()
         return f"UPDATE orders SET {sets} WHERE {self.order_filter()}"
 
     def update_customers(self) -> str:
         r = self.rng
-        sets = r.choice([
-            lambda: f"country = {sql_literal(r.choice(COUNTRIES))}",
-            lambda: f"score = {sql_literal(r.choice(SCORES))}",
-            lambda: f"name = {sql_literal(r.choice(NAMES))}",
-            lambda: f"id = {sql_literal(maybe(r, CUSTOMER_IDS, 0.3))}",
-            lambda: "id = coalesce(id, 3)",
-        ])()
-        where = r.choice([f"id = {r.choice(CUSTOMER_IDS)}", f"country = {sql_literal(r.choice(COUNTRIES[:3]))}", "id IS NULL"])
+        sets = r.choice(
+            [
+                lambda: f"country = {sql_literal(r.choice(COUNTRIES))}",
+                lambda: f"score = {sql_literal(r.choice(SCORES))}",
+                lambda: f"name = {sql_literal(r.choice(NAMES))}",
+                lambda: f"id = {sql_literal(maybe(r, CUSTOMER_IDS, 0.3))}",
+                lambda: "id = coalesce(id, 3)",
+            ]
+        )()
+        where = r.choice(
+            [
+                f"id = {r.choice(CUSTOMER_IDS)}",
+                f"country = {sql_literal(r.choice(COUNTRIES[:3]))}",
+                "id IS NULL",
+            ]
+        )
         return f"UPDATE customers SET {sets} WHERE {where}"
 
     def update_products(self) -> str:
         r = self.rng
-        sets = r.choice([
-            lambda: f"price = {sql_literal(r.choice(PRICES))}",
-            lambda: "price = price + CAST('1.25' AS DECIMAL(10,2))",
-            lambda: f"category = {sql_literal(r.choice(CATEGORIES))}",
-            lambda: f"id = {sql_literal(maybe(r, PRODUCT_IDS + [5], 0.3))}",
-        ])()
-        where = r.choice([f"id = {r.choice(PRODUCT_IDS)}", f"category = {sql_literal(r.choice(CATEGORIES[:3]))}", "price IS NULL"])
+        sets = r.choice(
+            [
+                lambda: f"price = {sql_literal(r.choice(PRICES))}",
+                lambda: "price = price + CAST('1.25' AS DECIMAL(10,2))",
+                lambda: f"category = {sql_literal(r.choice(CATEGORIES))}",
+                lambda: f"id = {sql_literal(maybe(r, PRODUCT_IDS + [5], 0.3))}",
+            ]
+        )()
+        where = r.choice(
+            [
+                f"id = {r.choice(PRODUCT_IDS)}",
+                f"category = {sql_literal(r.choice(CATEGORIES[:3]))}",
+                "price IS NULL",
+            ]
+        )
         return f"UPDATE products SET {sets} WHERE {where}"
 
     def delete_some(self) -> str:
@@ -545,8 +650,11 @@ class RandomChanges:
             return f"DELETE FROM orders WHERE {self.order_filter()}"
         if table == "customers":
             country = r.choice(COUNTRIES)
-            where = "country IS NULL" if country is None else f"country = {sql_literal(country)}"  # a whole group
-            return f"DELETE FROM customers WHERE {r.choice([where, f'id = {r.choice(CUSTOMER_IDS)}'])}"
+            # a whole group
+            where = "country IS NULL" if country is None else f"country = {sql_literal(country)}"
+            return (
+                f"DELETE FROM customers WHERE {r.choice([where, f'id = {r.choice(CUSTOMER_IDS)}'])}"
+            )
         return f"DELETE FROM products WHERE {r.choice([f'id = {r.choice(PRODUCT_IDS)}', 'category IS NULL', 'price > 10'])}"
 
 
@@ -565,12 +673,22 @@ def check_round(project: Project, specs: list[ViewSpec], label: str, verify: boo
     rows: dict[str, int] = {}
     failures = compare_views(project.spark, project.database, specs, label, rows)
     print(f"  {label.splitlines()[0]}: compare {time.perf_counter() - started:.1f}s", flush=True)
-    assert not failures, f"{label}: {len(failures)} view(s) differ from their SELECT\n\n" + "\n\n".join(failures)
+    assert not failures, (
+        f"{label}: {len(failures)} view(s) differ from their SELECT\n\n" + "\n\n".join(failures)
+    )
     if verify:
-        assert {s.view.split(".")[-1]: s.rows for s in project.status()} == rows, f"{label}: status() miscounts rows"
+        assert {s.view.split(".")[-1]: s.rows for s in project.status()} == rows, (
+            f"{label}: status() miscounts rows"
+        )
         verified = project.verify()
-        assert sorted(r.view for r in verified) == sorted(f"{project.database}.{s.name}" for s in specs)
-        bad = [f"{r.view}: missing {r.missing} extra {r.extra} {r.problem}" for r in verified if not r.ok]
+        assert sorted(r.view for r in verified) == sorted(
+            f"{project.database}.{s.name}" for s in specs
+        )
+        bad = [
+            f"{r.view}: missing {r.missing} extra {r.extra} {r.problem}"
+            for r in verified
+            if not r.ok
+        ]
         assert not bad, f"{label}: verify() disagrees: " + "; ".join(bad)
 
 
@@ -587,13 +705,22 @@ def as_large(enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
-    with mock.patch.multiple(execution, SMALL_DATA=0, SMALL_RECOMPUTE=0), \
-            mock.patch.multiple(bounds, BOUNDED_FROM_BYTES=0, LISTED=3), mock.patch.object(materialize, "LOCAL_MOST", 0):
+    with (
+        mock.patch.multiple(execution, SMALL_DATA=0, SMALL_RECOMPUTE=0),
+        mock.patch.multiple(bounds, BOUNDED_FROM_BYTES=0, LISTED=3),
+        mock.patch.object(materialize, "LOCAL_MOST", 0),
+    ):
         yield
 
 
-def run_oracle(spark, tmp_project: MakeProject, files: dict[str, list[ViewSpec]], seed: int, rounds: int,
-               cost_round: bool = False) -> None:
+def run_oracle(
+    spark,
+    tmp_project: MakeProject,
+    files: dict[str, list[ViewSpec]],
+    seed: int,
+    rounds: int,
+    cost_round: bool = False,
+) -> None:
     """Load random rows, refresh, then ``rounds`` times: random changes, refresh, compare.
 
     Round 2 empties orders and round 3 products (empty inputs, global aggregates' one row).
@@ -611,7 +738,12 @@ def run_oracle(spark, tmp_project: MakeProject, files: dict[str, list[ViewSpec]]
     """
     specs = [spec for group in files.values() for spec in group]
     texts = {name: views_file(group) for name, group in files.items()}
-    project = Project.open(tmp_project({"migrations/0001_tables.sql": MIGRATION, "ivm.yaml": INCREMENTAL_ONLY, **texts}), spark=spark)
+    project = Project.open(
+        tmp_project(
+            {"migrations/0001_tables.sql": MIGRATION, "ivm.yaml": INCREMENTAL_ONLY, **texts}
+        ),
+        spark=spark,
+    )
     project.migrate()
     changes = RandomChanges(random.Random(seed))
     for statement in changes.initial():
@@ -637,13 +769,25 @@ def run_oracle(spark, tmp_project: MakeProject, files: dict[str, list[ViewSpec]]
         with as_large(round_ % 2 == 0):
             reports = project.refresh()
         mode = "large: compiled, pruned" if round_ % 2 == 0 else "small: interpreted"
-        print(f"  seed {seed}, round {round_}: refresh {time.perf_counter() - refresh_started:.1f}s ({mode})", flush=True)
+        print(
+            f"  seed {seed}, round {round_}: refresh {time.perf_counter() - refresh_started:.1f}s ({mode})",
+            flush=True,
+        )
         label = f"seed {seed}, round {round_}"
-        unexpected = [(r.view, r.reason) for r in plain_dml_recomputed(reports, recomputes_all)
-                      if not (cost_model and r.action == "recomputed" and chosen_by_cost(r.reason))]
+        unexpected = [
+            (r.view, r.reason)
+            for r in plain_dml_recomputed(reports, recomputes_all)
+            if not (cost_model and r.action == "recomputed" and chosen_by_cost(r.reason))
+        ]
         assert not unexpected, f"{label}: plain DML must be applied incrementally, got {unexpected}"
         if cost_model:
             assert any(r.action == "recomputed" and chosen_by_cost(r.reason) for r in reports), (
-                f"{label}: the cost model recomputed nothing, so this round checked none of its recomputes")
-        check_round(project, specs, label + "\n  changes:\n    " + ";\n    ".join(statements), verify=round_ == last)
+                f"{label}: the cost model recomputed nothing, so this round checked none of its recomputes"
+            )
+        check_round(
+            project,
+            specs,
+            label + "\n  changes:\n    " + ";\n    ".join(statements),
+            verify=round_ == last,
+        )
     print(f"seed {seed}: {last} rounds in {time.perf_counter() - started:.1f}s")

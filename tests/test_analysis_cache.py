@@ -19,16 +19,18 @@ MakeProject = Callable[[dict[str, str]], Path]
 
 FILES = {
     "migrations/0001_t.sql": "CREATE TABLE p (id INT, category STRING, price INT) USING DELTA;\n"
-                             "INSERT INTO p VALUES (1, 'a', 10), (2, 'a', 20), (3, 'b', 30), (4, NULL, NULL);\n",
+    "INSERT INTO p VALUES (1, 'a', 10), (2, 'a', 20), (3, 'b', 30), (4, NULL, NULL);\n",
     "views/v.sql": "CREATE VIEW plain AS SELECT id, price FROM p WHERE id > 1;\n"
-                   "CREATE VIEW kinds AS SELECT category FROM p;\n"
-                   "CREATE VIEW busy AS SELECT category, COUNT(*) AS n FROM p GROUP BY category HAVING COUNT(*) > 1;\n"
-                   "CREATE VIEW tags AS SELECT DISTINCT category FROM p;\n",
+    "CREATE VIEW kinds AS SELECT category FROM p;\n"
+    "CREATE VIEW busy AS SELECT category, COUNT(*) AS n FROM p GROUP BY category HAVING COUNT(*) > 1;\n"
+    "CREATE VIEW tags AS SELECT DISTINCT category FROM p;\n",
 }
 
 
 def test_a_new_project_object_reuses_the_analysis_kept_in_its_folder(
-    spark: SparkSession, tmp_project: MakeProject, monkeypatch: pytest.MonkeyPatch,
+    spark: SparkSession,
+    tmp_project: MakeProject,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     root = tmp_project(FILES)
     first = Project.open(root)  # builds its session (the test run's): its analysis is kept
@@ -51,12 +53,16 @@ def test_a_new_project_object_reuses_the_analysis_kept_in_its_folder(
     assert asked == []  # neither a table's columns nor a view's schema was asked of Spark
 
     # other settings may analyze differently: the kept answers are not used
-    (root / "ivm.yaml").write_text((root / "ivm.yaml").read_text() + "spark:\n  conf:\n    spark.sql.ansi.enabled: 'false'\n")
+    (root / "ivm.yaml").write_text(
+        (root / "ivm.yaml").read_text() + "spark:\n  conf:\n    spark.sql.ansi.enabled: 'false'\n"
+    )
     monkeypatch.undo()
     again = Project.open(root)
     assert [p.schema for p in again.plans()] == plans
     again.save_analysis()
-    assert json.loads((root / ".ivm" / FILE).read_text())["identity"] == spark_identity({"spark.sql.ansi.enabled": "false"})
+    assert json.loads((root / ".ivm" / FILE).read_text())["identity"] == spark_identity(
+        {"spark.sql.ansi.enabled": "false"}
+    )
 
 
 def test_an_unreadable_or_foreign_analysis_file_is_an_empty_cache(tmp_path: Path) -> None:

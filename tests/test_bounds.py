@@ -20,15 +20,22 @@ from ivm_sql.compiler import compile_views, render, symbolic_pins
 from ivm_sql.errors import Location
 from ivm_sql.physical import bounds, cost, execution
 from ivm_sql.physical.changes import is_change_read
-from ivm_sql.runtime.delta_log import DeltaLog
 from ivm_sql.sqlbuild import col, to_sql
+from ivm_sql.storage.delta_log import DeltaLog
 from ivm_sql.viewdefs import parse_view
 
-CATALOG = StaticCatalog({
-    "db.orders": [("id", "int"), ("customer_id", "int"), ("product_id", "int"), ("quantity", "int")],
-    "db.customers": [("id", "int"), ("name", "string")],
-    "db.products": [("id", "int"), ("price", "decimal(10,2)")],
-})
+CATALOG = StaticCatalog(
+    {
+        "db.orders": [
+            ("id", "int"),
+            ("customer_id", "int"),
+            ("product_id", "int"),
+            ("quantity", "int"),
+        ],
+        "db.customers": [("id", "int"), ("name", "string")],
+        "db.products": [("id", "int"), ("price", "decimal(10,2)")],
+    }
+)
 
 
 def plan_of(select: str):
@@ -60,48 +67,101 @@ def test_a_bound_reaches_the_tables_of_the_query_itself() -> None:
     snapshot (the new version UNION ALL the change) must give its own table node, not a copy."""
     change = change_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id")
     nodes = {id(t) for t in change.find_all(exp.Table)}
-    origins = [(t, name) for b in bounds.bounds(change)
-               for t, name in bounds._origins(bounds._sources(b.term)[b.table_alias], b.column) if not is_change_read(t)]
+    origins = [
+        (t, name)
+        for b in bounds.bounds(change)
+        for t, name in bounds._origins(bounds._sources(b.term)[b.table_alias], b.column)
+        if not is_change_read(t)
+    ]
     assert sorted(name for _, name in origins) == ["customer_id", "id"]
     assert all(id(t) in nodes for t, _ in origins)
 
 
 def test_ivm_compile_names_the_bounds() -> None:
-    text = render(plan_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id"))
-    assert "-- large inputs read only where the change's keys are: " \
-           "db.customers.id by the change's customer_id; db.orders.customer_id by the change's id" in text
+    text = render(
+        plan_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id = c.id")
+    )
+    assert (
+        "-- large inputs read only where the change's keys are: "
+        "db.customers.id by the change's customer_id; db.orders.customer_id by the change's id"
+        in text
+    )
     assert f"-- pruning: {bounds.describe()};" in text
 
 
 def test_no_bound_without_an_equality_or_through_an_outer_join() -> None:
-    assert bounds.bounds(change_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id < c.id")) == []
+    assert (
+        bounds.bounds(
+            change_of("SELECT o.id, c.name FROM orders o JOIN customers c ON o.customer_id < c.id")
+        )
+        == []
+    )
     assert bounds.bounds(change_of("SELECT id, quantity FROM orders WHERE quantity > 2")) == []
-    outer = exp.select("a.k").from_("(SELECT * FROM global_temp.__ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT")
+    outer = (
+        exp.select("a.k")
+        .from_("(SELECT * FROM global_temp.__ivm_changes1) AS a")
+        .join("db.t AS b", on="a.k = b.k", join_type="LEFT")
+    )
     assert bounds.bounds(outer) == []
-    inner = exp.select("a.k").from_("(SELECT * FROM global_temp.__ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k")
-    assert [(b.change_alias, b.key, b.table_alias, b.column) for b in bounds.bounds(inner)] == [("a", "k", "b", "k")]
+    inner = (
+        exp.select("a.k")
+        .from_("(SELECT * FROM global_temp.__ivm_changes1) AS a")
+        .join("db.t AS b", on="a.k = b.k")
+    )
+    assert [(b.change_alias, b.key, b.table_alias, b.column) for b in bounds.bounds(inner)] == [
+        ("a", "k", "b", "k")
+    ]
 
 
 def test_a_touched_keys_recompute_reads_its_inputs_only_where_the_touched_keys_are() -> None:
     # a window recomputes each touched partition: orders is read only for the touched customers
-    change = change_of("SELECT id, customer_id, RANK() OVER (PARTITION BY customer_id ORDER BY quantity) AS r FROM orders")
+    change = change_of(
+        "SELECT id, customer_id, RANK() OVER (PARTITION BY customer_id ORDER BY quantity) AS r FROM orders"
+    )
     # and the stage's stored rows of the touched keys, which its change subtracts
     assert sorted(b.describe() for b in bounds.bounds(change)) == [
-        "db.__ivm_v.__ivm_k0 by the touched keys", "db.orders.customer_id by the touched keys"]
-    assert all(b.null_safe for b in bounds.bounds(change))  # a NULL customer is a partition like any other
+        "db.__ivm_v.__ivm_k0 by the touched keys",
+        "db.orders.customer_id by the touched keys",
+    ]
+    # a NULL customer is a partition like any other
+    assert all(b.null_safe for b in bounds.bounds(change))
 
 
 def test_a_semi_join_bounds_both_ways_an_anti_join_neither() -> None:
-    semi = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM global_temp.__ivm_changes1) AS a", on="b.k <=> a.k", join_type="LEFT SEMI")
-    assert [(b.change_alias, b.table_alias, b.null_safe) for b in bounds.bounds(semi)] == [("a", "b", True)]
-    semi = exp.select("a.k").from_("(SELECT * FROM global_temp.__ivm_changes1) AS a").join("db.t AS b", on="a.k = b.k", join_type="LEFT SEMI")
-    assert [(b.change_alias, b.table_alias, b.null_safe) for b in bounds.bounds(semi)] == [("a", "b", False)]
-    anti = exp.select("b.k").from_("db.t AS b").join("(SELECT * FROM global_temp.__ivm_changes1) AS a", on="b.k = a.k", join_type="LEFT ANTI")
+    semi = (
+        exp.select("b.k")
+        .from_("db.t AS b")
+        .join(
+            "(SELECT * FROM global_temp.__ivm_changes1) AS a",
+            on="b.k <=> a.k",
+            join_type="LEFT SEMI",
+        )
+    )
+    assert [(b.change_alias, b.table_alias, b.null_safe) for b in bounds.bounds(semi)] == [
+        ("a", "b", True)
+    ]
+    semi = (
+        exp.select("a.k")
+        .from_("(SELECT * FROM global_temp.__ivm_changes1) AS a")
+        .join("db.t AS b", on="a.k = b.k", join_type="LEFT SEMI")
+    )
+    assert [(b.change_alias, b.table_alias, b.null_safe) for b in bounds.bounds(semi)] == [
+        ("a", "b", False)
+    ]
+    anti = (
+        exp.select("b.k")
+        .from_("db.t AS b")
+        .join(
+            "(SELECT * FROM global_temp.__ivm_changes1) AS a", on="b.k = a.k", join_type="LEFT ANTI"
+        )
+    )
     assert bounds.bounds(anti) == []
 
 
 def literal(distinct: int, values: list, lo=None, hi=None) -> str | None:
-    predicate = bounds._literal_predicate(col("k", "b"), bounds._key_ranges(distinct, values, lo, hi))
+    predicate = bounds._literal_predicate(
+        col("k", "b"), bounds._key_ranges(distinct, values, lo, hi)
+    )
     return None if predicate is None else to_sql(predicate, pretty=False)
 
 
@@ -118,26 +178,42 @@ def test_literals_a_list_ranges_nothing_or_none() -> None:
     spread = list(range(0, 700, 7))
     assert literal(len(spread), spread) == "`b`.`k` BETWEEN 0 AND 693"
     assert literal(10**6, two, 1, 10**6) == "`b`.`k` BETWEEN 1 AND 1000000"
-    assert bounds._ranges([*range(10), 100, 1000, 10000, 100000]) == [(0, 100), (1000, 1000), (10000, 10000), (100000, 100000)]  # the 3 widest holes
+    assert bounds._ranges([*range(10), 100, 1000, 10000, 100000]) == [
+        (0, 100),
+        (1000, 1000),
+        (10000, 10000),
+        (100000, 100000),
+    ]  # the 3 widest holes
     assert bounds._ranges(["a", "b", "z"]) == [("a", "z")]
     assert to_sql(bounds._literal(decimal.Decimal("12.50")), pretty=False) == "12.50"
-    assert to_sql(bounds._literal(datetime.date(2026, 11, 25)), pretty=False) == "CAST('2026-11-25' AS DATE)"
+    assert (
+        to_sql(bounds._literal(datetime.date(2026, 11, 25)), pretty=False)
+        == "CAST('2026-11-25' AS DATE)"
+    )
     # no literal for a timestamp (it depends on the session's time zone) or a float: no bound
     assert literal(2, [datetime.datetime(2026, 1, 1), datetime.datetime(2026, 1, 2)]) is None
     assert literal(1, [0.5]) is None
 
 
 def test_the_cost_model_counts_the_files_a_bound_opens() -> None:
-    files = [(100, {"minValues": {"k": 0}, "maxValues": {"k": 999}}),
-             (200, {"minValues": {"k": 1000}, "maxValues": {"k": 1999}}),
-             (400, {"minValues": {"k": 2000}, "maxValues": {"k": 2999}}),
-             (800, {})]  # no statistics: opened
+    files = [
+        (100, {"minValues": {"k": 0}, "maxValues": {"k": 999}}),
+        (200, {"minValues": {"k": 1000}, "maxValues": {"k": 1999}}),
+        (400, {"minValues": {"k": 2000}, "maxValues": {"k": 2999}}),
+        (800, {}),
+    ]  # no statistics: opened
     assert bounds.read_bytes(files, "k", ((5, 5), (2500, 2600))) == 100 + 400 + 800
     assert bounds.read_bytes(files, "k", ()) == 800
     assert bounds.read_bytes(files, "other", ((5, 5),)) == 1500
     dated = [(10, {"minValues": {"d": "2026-01-01"}, "maxValues": {"d": "2026-01-31"}})]
-    assert bounds.read_bytes(dated, "d", ((datetime.date(2026, 2, 1), datetime.date(2026, 2, 3)),)) == 0
-    assert bounds.read_bytes(dated, "d", ((datetime.date(2026, 1, 31), datetime.date(2026, 2, 3)),)) == 10
+    assert (
+        bounds.read_bytes(dated, "d", ((datetime.date(2026, 2, 1), datetime.date(2026, 2, 3)),))
+        == 0
+    )
+    assert (
+        bounds.read_bytes(dated, "d", ((datetime.date(2026, 1, 31), datetime.date(2026, 2, 3)),))
+        == 10
+    )
 
 
 @pytest.fixture
@@ -146,23 +222,42 @@ def big_table(spark):
     spark.sql("CREATE DATABASE IF NOT EXISTS pruning_test")
     spark.sql("CREATE OR REPLACE TABLE pruning_test.big (k INT, v STRING) USING DELTA")
     for slab in range(10):
-        spark.sql(f"INSERT INTO pruning_test.big SELECT /*+ COALESCE(1) */ CAST(id AS INT), concat('v', id) FROM range({slab * 1000}, {slab * 1000 + 1000})")
+        spark.sql(
+            f"INSERT INTO pruning_test.big SELECT /*+ COALESCE(1) */ CAST(id AS INT), concat('v', id) FROM range({slab * 1000}, {slab * 1000 + 1000})"
+        )
     yield "pruning_test.big"
     spark.sql("DROP DATABASE pruning_test CASCADE")
 
 
-@pytest.mark.parametrize(("keys", "files"), [([3, 5, 1500], 2), (list(range(2000, 2100)), 1),
-                                             (list(range(0, 50)) + list(range(9000, 9050)), 2)],
-                         ids=["listed", "range", "two ranges"])
-def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(spark, big_table, keys, files) -> None:
+@pytest.mark.parametrize(
+    ("keys", "files"),
+    [
+        ([3, 5, 1500], 2),
+        (list(range(2000, 2100)), 1),
+        (list(range(50)) + list(range(9000, 9050)), 2),
+    ],
+    ids=["listed", "range", "two ranges"],
+)
+def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(
+    spark, big_table, keys, files
+) -> None:
     values = ", ".join(f"({k}, 1)" for k in keys)
-    spark.sql(f"SELECT * FROM VALUES {values} AS c(k, __ivm_w)").createOrReplaceGlobalTempView("__ivm_changes_test")
+    spark.sql(f"SELECT * FROM VALUES {values} AS c(k, __ivm_w)").createOrReplaceGlobalTempView(
+        "__ivm_changes_test"
+    )
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
-    term = (exp.select("a.k", "b.v").from_("(SELECT * FROM global_temp.__ivm_changes_test) AS a")
-            .join(f"{big_table} VERSION AS OF {version} AS b", on="a.k = b.k"))
-    bounded, reads = bounds.bounded(bounds.KeyValues(spark), term, lambda table, version: bounds.BOUNDED_FROM_BYTES)
+    term = (
+        exp.select("a.k", "b.v")
+        .from_("(SELECT * FROM global_temp.__ivm_changes_test) AS a")
+        .join(f"{big_table} VERSION AS OF {version} AS b", on="a.k = b.k")
+    )
+    bounded, reads = bounds.bounded(
+        bounds.KeyValues(spark), term, lambda table, version: bounds.BOUNDED_FROM_BYTES
+    )
     assert bounded.sql() != term.sql() and [r.column for r in reads] == ["k"]
-    with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):  # leaves in the plan itself
+    with execution.session_settings(
+        spark, {"spark.sql.adaptive.enabled": "false"}
+    ):  # leaves in the plan itself
         frame = spark.sql(to_sql(bounded, pretty=False))
         rows = frame.collect()
         assert sorted(rows) == sorted(spark.sql(to_sql(term, pretty=False)).collect())
@@ -172,8 +267,13 @@ def test_a_bounded_term_reads_the_files_of_its_keys_and_returns_the_same_rows(sp
     assert read == [files]  # of 10 (Delta skips by an IN list's least and greatest value)
     # what the cost model counts, from the checksum file, is what Delta read
     log = DeltaLog(spark)
-    assert cost.scanned_bytes(bounded, reads, log.size_bytes, log.file_stats) == scans[0].apply("filesSize").value()
-    small, reads = bounds.bounded(bounds.KeyValues(spark), term, lambda table, version: bounds.BOUNDED_FROM_BYTES - 1)
+    assert (
+        cost.scanned_bytes(bounded, reads, log.size_bytes, log.file_stats)
+        == scans[0].apply("filesSize").value()
+    )
+    small, reads = bounds.bounded(
+        bounds.KeyValues(spark), term, lambda table, version: bounds.BOUNDED_FROM_BYTES - 1
+    )
     assert small.sql() == term.sql() and reads == []  # a small input is read as it is
 
 
@@ -186,19 +286,38 @@ def _leaves(frame):
 def test_a_null_safe_bound_reads_the_null_keys_file_too(spark, big_table) -> None:
     """A touched-keys recompute's semi join matches a NULL key with NULL (``<=>``): the bound
     adds ``OR k IS NULL``, and Delta skips the files that hold no NULL."""
-    spark.sql(f"INSERT INTO {big_table} SELECT /*+ COALESCE(1) */ CAST(NULL AS INT), concat('n', id) FROM range(5)")
-    spark.sql("SELECT * FROM VALUES (5), (NULL) AS c(k)").createOrReplaceGlobalTempView("__ivm_changes_test")
+    spark.sql(
+        f"INSERT INTO {big_table} SELECT /*+ COALESCE(1) */ CAST(NULL AS INT), concat('n', id) FROM range(5)"
+    )
+    spark.sql("SELECT * FROM VALUES (5), (NULL) AS c(k)").createOrReplaceGlobalTempView(
+        "__ivm_changes_test"
+    )
     version = spark.sql(f"DESCRIBE HISTORY {big_table}").first()["version"]
-    term = (exp.select("b.k", "b.v").from_(f"{big_table} VERSION AS OF {version} AS b")
-            .join("(SELECT * FROM global_temp.__ivm_changes_test) AS a", on="b.k <=> a.k", join_type="LEFT SEMI"))
-    bounded, reads = bounds.bounded(bounds.KeyValues(spark), term, lambda table, version: bounds.BOUNDED_FROM_BYTES)
+    term = (
+        exp.select("b.k", "b.v")
+        .from_(f"{big_table} VERSION AS OF {version} AS b")
+        .join(
+            "(SELECT * FROM global_temp.__ivm_changes_test) AS a",
+            on="b.k <=> a.k",
+            join_type="LEFT SEMI",
+        )
+    )
+    bounded, reads = bounds.bounded(
+        bounds.KeyValues(spark), term, lambda table, version: bounds.BOUNDED_FROM_BYTES
+    )
     assert "IS NULL" in bounded.sql() and reads == []  # the cost model counts it whole
     with execution.session_settings(spark, {"spark.sql.adaptive.enabled": "false"}):
         frame = spark.sql(to_sql(bounded, pretty=False))
         rows = frame.collect()
-        assert sorted(rows, key=str) == sorted(spark.sql(to_sql(term, pretty=False)).collect(), key=str)
+        assert sorted(rows, key=str) == sorted(
+            spark.sql(to_sql(term, pretty=False)).collect(), key=str
+        )
         assert len(rows) == 6  # key 5 and the five NULL keys
-        read = [leaf.metrics().apply("numFiles").value() for leaf in _leaves(frame) if leaf.metrics().contains("numFiles")]
+        read = [
+            leaf.metrics().apply("numFiles").value()
+            for leaf in _leaves(frame)
+            if leaf.metrics().contains("numFiles")
+        ]
     assert read == [2]  # of 11: keys 0-999, and the NULLs
 
 
@@ -231,8 +350,12 @@ def test_keys_read_straight_from_a_feed_take_its_values_once_per_refresh(spark) 
     feed's keys (a superset of each one's own), fetched by one job."""
     _feed(spark, "__ivm_changes_kv1", "(3, 1), (5, -1), (9, 1)")
     values = bounds.KeyValues(spark)
-    small = _source("SELECT c.k, SUM(c.__ivm_w) AS w FROM global_temp.__ivm_changes_kv1 AS c WHERE c.k < 4 GROUP BY c.k")
-    renamed = _source("SELECT c.k AS p0 FROM global_temp.__ivm_changes_kv1 AS c WHERE c.__ivm_w > 0")
+    small = _source(
+        "SELECT c.k, SUM(c.__ivm_w) AS w FROM global_temp.__ivm_changes_kv1 AS c WHERE c.k < 4 GROUP BY c.k"
+    )
+    renamed = _source(
+        "SELECT c.k AS p0 FROM global_temp.__ivm_changes_kv1 AS c WHERE c.__ivm_w > 0"
+    )
     first, jobs = _jobs(spark, lambda: values.of(small, ["k"]))
     assert first["k"] == (3, [3, 5, 9], 3, 9, False) and jobs == 1
     second, jobs = _jobs(spark, lambda: values.of(renamed, ["p0"]))
@@ -243,7 +366,9 @@ def test_a_key_an_outer_join_may_turn_null_takes_the_changes_own_values(spark) -
     """The feed holds no NULL, the change does (the outer join's missing side): a null-safe
     bound must see it, or a touched-keys recompute would lose the NULL key's rows."""
     _feed(spark, "__ivm_changes_kv2", "(5, 1)")
-    change = _source("SELECT x.k FROM (SELECT 1 AS j) AS d LEFT JOIN global_temp.__ivm_changes_kv2 AS x ON d.j = x.k")
+    change = _source(
+        "SELECT x.k FROM (SELECT 1 AS j) AS d LEFT JOIN global_temp.__ivm_changes_kv2 AS x ON d.j = x.k"
+    )
     distinct, _, _, _, has_null = bounds.KeyValues(spark).of(change, ["k"])["k"]
     assert (distinct, has_null) == (0, True)
 
@@ -255,12 +380,18 @@ def test_a_key_computed_in_one_branch_of_a_union_takes_the_changes_own_values(sp
     18 of the long oracle run: an emptied table's rows stayed in the view)."""
     _feed(spark, "__ivm_changes_kv3", "(5, -1), (2, 1)")
     _feed(spark, "__ivm_changes_kv4", "(40, 1)")
-    union = _source("SELECT o.k + 1 AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c")
+    union = _source(
+        "SELECT o.k + 1 AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c"
+    )
     distinct, listed, least, greatest, has_null = bounds.KeyValues(spark).of(union, ["t"])["t"]
     assert (distinct, listed, least, greatest, has_null) == (3, [3, 6, 40], 3, 40, False)
-    plain = _source("SELECT o.k AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c")
+    plain = _source(
+        "SELECT o.k AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c"
+    )
     assert [(table.name, column) for table, column in bounds._origins(plain, "t")] == [
-        ("__ivm_changes_kv3", "k"), ("__ivm_changes_kv4", "k")]  # every branch a column: the feeds' values
+        ("__ivm_changes_kv3", "k"),
+        ("__ivm_changes_kv4", "k"),
+    ]  # every branch a column: the feeds' values
 
 
 def test_values_of_several_feeds_are_their_union() -> None:

@@ -9,12 +9,23 @@ from sqlglot import exp
 
 from ivm_sql import compiler
 from ivm_sql.algebra import grouping_sets
-from ivm_sql.algebra.nodes import AggCall, Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import (
+    AggCall,
+    Aggregate,
+    Constant,
+    Distinct,
+    Node,
+    Recompute,
+    Recursive,
+    Scan,
+    Select,
+    UnionAll,
+)
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.physical import bounds
 from ivm_sql.compiler import compile_views, render
-from ivm_sql.incremental.stages import TEMPORAL
 from ivm_sql.errors import IvmError, Location, SqlError, UnsupportedError
+from ivm_sql.incremental.stages import TEMPORAL
+from ivm_sql.physical import bounds
 from ivm_sql.viewdefs import parse_view
 
 CATALOG = StaticCatalog(
@@ -47,7 +58,10 @@ def build(*texts: str) -> dict[str, Node]:
         roots[view] = built.pop()
         return real_plan(database, view, root)
 
-    with mock.patch.object(compiler, "prune", spy_prune), mock.patch.object(compiler, "plan_stages", spy):
+    with (
+        mock.patch.object(compiler, "prune", spy_prune),
+        mock.patch.object(compiler, "plan_stages", spy),
+    ):
         compile_views(views(*texts), CATALOG, "db")
     return roots
 
@@ -137,7 +151,9 @@ def test_join_using_is_rewritten_to_on() -> None:
 
 
 def test_union_all() -> None:
-    node = root("CREATE VIEW v AS SELECT a FROM t UNION ALL SELECT d FROM u UNION ALL SELECT d FROM w")
+    node = root(
+        "CREATE VIEW v AS SELECT a FROM t UNION ALL SELECT d FROM u UNION ALL SELECT d FROM w"
+    )
     assert isinstance(node, UnionAll)
     assert node.columns == ("a",)
     branches = []
@@ -169,14 +185,19 @@ def test_intersect_and_except_branch_may_repeat_a_name_as_union_may(operation: s
     node = root(f"CREATE VIEW v AS SELECT a AS x, b AS y FROM t {operation} SELECT a, a FROM u")
     assert isinstance(node, Recompute)
     assert node.columns[:2] == ("x", "y")
-    assert node.sources[1][1].columns == ("a", "y")  # the repeat renamed; set operations match by position
+    assert node.sources[1][1].columns == (
+        "a",
+        "y",
+    )  # the repeat renamed; set operations match by position
 
 
 def test_a_nested_set_operations_first_branch_may_repeat_a_name() -> None:
     """Found by the view fuzzer: INTERSECT binds tighter than EXCEPT, so the right side of
     ``A EXCEPT ALL B INTERSECT ALL C`` is ``(B INTERSECT ALL C)``, named by A, not by B."""
-    node = root("CREATE VIEW v AS SELECT a AS x, b AS y FROM t EXCEPT ALL SELECT a, a FROM u "
-                "INTERSECT ALL SELECT d, d FROM u")
+    node = root(
+        "CREATE VIEW v AS SELECT a AS x, b AS y FROM t EXCEPT ALL SELECT a, a FROM u "
+        "INTERSECT ALL SELECT d, d FROM u"
+    )
     assert isinstance(node, Recompute)
     assert node.columns[:2] == ("x", "y")
 
@@ -215,7 +236,10 @@ def test_group_by_is_select_over_aggregate_over_select() -> None:
     assert isinstance(aggregate, Aggregate)
     assert aggregate.keys == ("g0",)
     assert [(c.func, c.arg is None) for c in aggregate.aggs] == [
-        ("count_star", True), ("count", False), ("sum", False), ("avg", False),
+        ("count_star", True),
+        ("count", False),
+        ("sum", False),
+        ("avg", False),
     ]
     # identical aggregate calls are computed once: SUM(a) and COUNT(*) appear twice above
     assert len(aggregate.aggs) == 4
@@ -253,7 +277,9 @@ def test_global_aggregate_has_no_keys() -> None:
 
 
 def test_having_is_the_condition_above_the_aggregate() -> None:
-    node = root("CREATE VIEW v AS SELECT b, SUM(a) AS s FROM t GROUP BY b HAVING SUM(a) > 10 AND COUNT(*) > 1")
+    node = root(
+        "CREATE VIEW v AS SELECT b, SUM(a) AS s FROM t GROUP BY b HAVING SUM(a) > 10 AND COUNT(*) > 1"
+    )
     aggregate = node.sources[0][1]
     # SUM(a) shared with the SELECT list; COUNT(*) only in HAVING still gets computed
     assert [c.func for c in aggregate.aggs] == ["sum", "count_star"]
@@ -276,21 +302,27 @@ def test_group_by_without_aggregates() -> None:
 
 
 def test_subquery_in_from() -> None:
-    node = root("CREATE VIEW v AS SELECT s.a FROM (SELECT a FROM t WHERE b > 0) s JOIN u ON s.a = u.a")
+    node = root(
+        "CREATE VIEW v AS SELECT s.a FROM (SELECT a FROM t WHERE b > 0) s JOIN u ON s.a = u.a"
+    )
     assert [a for a, _ in node.sources] == ["s", "u"]
     inner = node.sources[0][1]
     assert isinstance(inner, Select) and sql(inner.condition) == "`t`.`b` > 0"
 
 
 def test_with() -> None:
-    node = root("CREATE VIEW v AS WITH c AS (SELECT a FROM t WHERE b > 0) SELECT c.a FROM c JOIN u ON c.a = u.a")
+    node = root(
+        "CREATE VIEW v AS WITH c AS (SELECT a FROM t WHERE b > 0) SELECT c.a FROM c JOIN u ON c.a = u.a"
+    )
     assert [a for a, _ in node.sources] == ["c", "u"]
     inner = node.sources[0][1]
     assert isinstance(inner, Select) and inner.sources[0][1].table == "db.t"
 
 
 def test_grouped_subquery_joined_to_a_table() -> None:
-    node = root("CREATE VIEW v AS SELECT t.c, s.n FROM t JOIN (SELECT a, COUNT(*) AS n FROM u GROUP BY a) s ON t.a = s.a")
+    node = root(
+        "CREATE VIEW v AS SELECT t.c, s.n FROM t JOIN (SELECT a, COUNT(*) AS n FROM u GROUP BY a) s ON t.a = s.a"
+    )
     inner = node.sources[1][1]
     assert isinstance(inner, Select) and isinstance(inner.sources[0][1], Aggregate)
 
@@ -325,7 +357,8 @@ def test_views_compiled_after_the_views_they_read() -> None:
             "CREATE VIEW mid AS SELECT a FROM bottom",
             "CREATE VIEW bottom AS SELECT a FROM t",
         ),
-        CATALOG, "db",
+        CATALOG,
+        "db",
     )
     assert [p.view.name for p in plans] == ["bottom", "mid", "top"]
     assert plans[2].depends_on == ("mid",)
@@ -364,51 +397,173 @@ def test_view_column_list_of_the_wrong_length() -> None:
 # the CREATE line, and the unknown column has no hint.
 
 REFUSALS = {
-    "scalar subquery with group by": ("SELECT a,\n  (SELECT SUM(d) FROM u GROUP BY a) AS m\nFROM t", UnsupportedError, "scalar subquery", 3),
-    "scalar subquery without an aggregate": ("SELECT a,\n  (SELECT d FROM u WHERE u.a = t.a) AS m\nFROM t", UnsupportedError, "scalar subquery", 3),
+    "scalar subquery with group by": (
+        "SELECT a,\n  (SELECT SUM(d) FROM u GROUP BY a) AS m\nFROM t",
+        UnsupportedError,
+        "scalar subquery",
+        3,
+    ),
+    "scalar subquery without an aggregate": (
+        "SELECT a,\n  (SELECT d FROM u WHERE u.a = t.a) AS m\nFROM t",
+        UnsupportedError,
+        "scalar subquery",
+        3,
+    ),
     "correlated scalar not by equality": (
-        "SELECT a, (SELECT MAX(d) FROM u\n  WHERE u.a = t.a\n    AND u.d > t.b) AS m\nFROM t", UnsupportedError, "other than column = outer value", 4,
+        "SELECT a, (SELECT MAX(d) FROM u\n  WHERE u.a = t.a\n    AND u.d > t.b) AS m\nFROM t",
+        UnsupportedError,
+        "other than column = outer value",
+        4,
     ),
     "correlated scalar over a sketch": (
-        "SELECT a,\n  (SELECT count_min_sketch(d, 0.5d, 0.5d, 1) FROM u WHERE u.a = t.a) AS m\nFROM t", UnsupportedError, "COUNT_MIN_SKETCH", 3,
+        "SELECT a,\n  (SELECT count_min_sketch(d, 0.5d, 0.5d, 1) FROM u WHERE u.a = t.a) AS m\nFROM t",
+        UnsupportedError,
+        "COUNT_MIN_SKETCH",
+        3,
     ),
-    "having column not selected": ("SELECT SUM(a) AS s\nFROM t\nGROUP BY b\nHAVING b > (SELECT AVG(d) FROM u)", UnsupportedError, "HAVING", 5),
-    "lateral view without column names": ("SELECT t.a, g.col\nFROM t\nLATERAL VIEW explode(array(t.a)) g", UnsupportedError, "LATERAL VIEW", 4),
-    "inline without names": ("SELECT a,\n  inline(array(struct(a, b)))\nFROM t", UnsupportedError, "INLINE", 3),
-    "generator with group by": ("SELECT b,\n  posexplode(array(b)) AS (p, x)\nFROM t GROUP BY b", UnsupportedError, "GROUP BY", 3),
-    "generator in expression": ("SELECT a,\n  size(array(explode(array(a)))) AS x\nFROM t", UnsupportedError, "EXPLODE", 3),
-    "order by non-output": ("SELECT a\nFROM t\nORDER BY b\nLIMIT 5", UnsupportedError, "ORDER BY", 4),
+    "having column not selected": (
+        "SELECT SUM(a) AS s\nFROM t\nGROUP BY b\nHAVING b > (SELECT AVG(d) FROM u)",
+        UnsupportedError,
+        "HAVING",
+        5,
+    ),
+    "lateral view without column names": (
+        "SELECT t.a, g.col\nFROM t\nLATERAL VIEW explode(array(t.a)) g",
+        UnsupportedError,
+        "LATERAL VIEW",
+        4,
+    ),
+    "inline without names": (
+        "SELECT a,\n  inline(array(struct(a, b)))\nFROM t",
+        UnsupportedError,
+        "INLINE",
+        3,
+    ),
+    "generator with group by": (
+        "SELECT b,\n  posexplode(array(b)) AS (p, x)\nFROM t GROUP BY b",
+        UnsupportedError,
+        "GROUP BY",
+        3,
+    ),
+    "generator in expression": (
+        "SELECT a,\n  size(array(explode(array(a)))) AS x\nFROM t",
+        UnsupportedError,
+        "EXPLODE",
+        3,
+    ),
+    "order by non-output": (
+        "SELECT a\nFROM t\nORDER BY b\nLIMIT 5",
+        UnsupportedError,
+        "ORDER BY",
+        4,
+    ),
     "order by": ("SELECT a\nFROM t\nORDER BY a", UnsupportedError, "ORDER BY", 4),
     "offset": ("SELECT a\nFROM t\nORDER BY a\nLIMIT 5 OFFSET 2", UnsupportedError, "OFFSET", 5),
     "rand": ("SELECT a,\n  rand() AS r\nFROM t", UnsupportedError, "RAND", 3),
     "uuid": ("SELECT a,\n  uuid() AS r\nFROM t", UnsupportedError, "UUID", 3),
-    "current_timestamp": ("SELECT a,\n  current_timestamp() AS r\nFROM t", UnsupportedError, "CURRENT_TIMESTAMP", 3),
-    "current time and rand": ("SELECT a\nFROM t\nWHERE b > unix_timestamp(current_timestamp())\n  AND rand() < 0.5", UnsupportedError, "RAND", 5),
-    "current date not compared": ("SELECT a, current_date() AS today\nFROM t\nWHERE b > 0", UnsupportedError, "CURRENT_DATE", 2),
+    "current_timestamp": (
+        "SELECT a,\n  current_timestamp() AS r\nFROM t",
+        UnsupportedError,
+        "CURRENT_TIMESTAMP",
+        3,
+    ),
+    "current time and rand": (
+        "SELECT a\nFROM t\nWHERE b > unix_timestamp(current_timestamp())\n  AND rand() < 0.5",
+        UnsupportedError,
+        "RAND",
+        5,
+    ),
+    "current date not compared": (
+        "SELECT a, current_date() AS today\nFROM t\nWHERE b > 0",
+        UnsupportedError,
+        "CURRENT_DATE",
+        2,
+    ),
     "rand in where": ("SELECT a\nFROM t\nWHERE rand() < b", UnsupportedError, "RAND", 4),
     "union in with recursive": (
         "WITH RECURSIVE r AS (\n  SELECT a FROM t UNION SELECT a + 1 FROM r WHERE a < 3)\nSELECT a FROM r",
-        UnsupportedError, "UNION in WITH RECURSIVE", 3,
+        UnsupportedError,
+        "UNION in WITH RECURSIVE",
+        3,
     ),
     "recursive term reading its cte twice": (
         "WITH RECURSIVE r AS (\n  SELECT a FROM t UNION ALL\n  SELECT r.a + 1 FROM r JOIN r AS r2 ON r.a = r2.a WHERE r.a < 3)\nSELECT a FROM r",
-        UnsupportedError, "2 times", 4,
+        UnsupportedError,
+        "2 times",
+        4,
     ),
     "aggregate over a recursive cte": (
         "WITH RECURSIVE r AS (\n  SELECT a FROM t UNION ALL\n  SELECT MAX(a) + 1 FROM r)\nSELECT a FROM r",
-        UnsupportedError, "GROUP BY, DISTINCT", 4,
+        UnsupportedError,
+        "GROUP BY, DISTINCT",
+        4,
     ),
-    "window over grouping sets": ("SELECT b, COUNT(*) AS n,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t\nGROUP BY ROLLUP (b)", UnsupportedError, "window function over ROLLUP", 5),
-    "window over with cube": ("SELECT b, COUNT(*) AS n,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t\nGROUP BY b WITH CUBE", UnsupportedError, "window function over ROLLUP", 5),
-    "ungrouped column": ("SELECT a,\n  b, COUNT(*) AS n\nFROM t GROUP BY a", SqlError, "neither grouped nor aggregated", 3),
-    "ungrouped column in a window over groups": ("SELECT b,\n  RANK() OVER (ORDER BY t.a) AS r\nFROM t GROUP BY b", SqlError, "neither grouped nor aggregated", 3),
-    "ungrouped in having": ("SELECT a, COUNT(*) AS n\nFROM t GROUP BY a\nHAVING b > 1", SqlError, "neither grouped nor aggregated", 4),
-    "table function of the current time": ("SELECT r.id\nFROM range(unix_timestamp(now())) AS r", UnsupportedError, "not fixed (it calls NOW())", 3),
-    "table function of rand": ("SELECT e.x\nFROM explode(array(rand())) AS e(x)", UnsupportedError, "not fixed (it calls RAND())", 3),
-    "unknown table function": ("SELECT *\nFROM json_each('{}')", UnsupportedError, "table function json_each", 3),
-    "table function reading a column": ("SELECT e.x\nFROM t, explode(array(t.a)) AS e(x)", UnsupportedError, "reading column", 3),
-    "table function without names": ("SELECT t.a\nFROM t JOIN stack(1, 2, 3) ON t.a = 1", UnsupportedError, "without names", 3),
-    "constant of the current time": ("SELECT\n  current_date() AS d", UnsupportedError, "non-deterministic", 3),
+    "window over grouping sets": (
+        "SELECT b, COUNT(*) AS n,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t\nGROUP BY ROLLUP (b)",
+        UnsupportedError,
+        "window function over ROLLUP",
+        5,
+    ),
+    "window over with cube": (
+        "SELECT b, COUNT(*) AS n,\n  RANK() OVER (ORDER BY COUNT(*)) AS r\nFROM t\nGROUP BY b WITH CUBE",
+        UnsupportedError,
+        "window function over ROLLUP",
+        5,
+    ),
+    "ungrouped column": (
+        "SELECT a,\n  b, COUNT(*) AS n\nFROM t GROUP BY a",
+        SqlError,
+        "neither grouped nor aggregated",
+        3,
+    ),
+    "ungrouped column in a window over groups": (
+        "SELECT b,\n  RANK() OVER (ORDER BY t.a) AS r\nFROM t GROUP BY b",
+        SqlError,
+        "neither grouped nor aggregated",
+        3,
+    ),
+    "ungrouped in having": (
+        "SELECT a, COUNT(*) AS n\nFROM t GROUP BY a\nHAVING b > 1",
+        SqlError,
+        "neither grouped nor aggregated",
+        4,
+    ),
+    "table function of the current time": (
+        "SELECT r.id\nFROM range(unix_timestamp(now())) AS r",
+        UnsupportedError,
+        "not fixed (it calls NOW())",
+        3,
+    ),
+    "table function of rand": (
+        "SELECT e.x\nFROM explode(array(rand())) AS e(x)",
+        UnsupportedError,
+        "not fixed (it calls RAND())",
+        3,
+    ),
+    "unknown table function": (
+        "SELECT *\nFROM json_each('{}')",
+        UnsupportedError,
+        "table function json_each",
+        3,
+    ),
+    "table function reading a column": (
+        "SELECT e.x\nFROM t, explode(array(t.a)) AS e(x)",
+        UnsupportedError,
+        "reading column",
+        3,
+    ),
+    "table function without names": (
+        "SELECT t.a\nFROM t JOIN stack(1, 2, 3) ON t.a = 1",
+        UnsupportedError,
+        "without names",
+        3,
+    ),
+    "constant of the current time": (
+        "SELECT\n  current_date() AS d",
+        UnsupportedError,
+        "non-deterministic",
+        3,
+    ),
     "unknown table": ("SELECT a\nFROM nope", SqlError, "db.nope", 3),
     "unknown column": ("SELECT a,\n  zz\nFROM t", SqlError, "zz", 3),
 }
@@ -444,8 +599,13 @@ def test_unknown_column_message_has_no_positions_of_generated_sql() -> None:
 def test_cycle_between_views() -> None:
     with pytest.raises(SqlError) as caught:
         compile_views(
-            views("CREATE VIEW v1 AS SELECT a FROM v2", "CREATE VIEW v2 AS SELECT a FROM v3", "CREATE VIEW v3 AS SELECT a FROM v1"),
-            CATALOG, "db",
+            views(
+                "CREATE VIEW v1 AS SELECT a FROM v2",
+                "CREATE VIEW v2 AS SELECT a FROM v3",
+                "CREATE VIEW v3 AS SELECT a FROM v1",
+            ),
+            CATALOG,
+            "db",
         )
     error = caught.value
     assert "cycle" in error.message
@@ -464,7 +624,11 @@ def test_view_reading_itself() -> None:
 
 @pytest.mark.parametrize(
     "body",
-    ["SELECT a,\n  b AS a\nFROM t", "SELECT t.a, u.a\nFROM t JOIN u ON t.b = u.d", "SELECT b, COUNT(*) AS b\nFROM t GROUP BY b"],
+    [
+        "SELECT a,\n  b AS a\nFROM t",
+        "SELECT t.a, u.a\nFROM t JOIN u ON t.b = u.d",
+        "SELECT b, COUNT(*) AS b\nFROM t GROUP BY b",
+    ],
 )
 def test_duplicate_output_column_names(body: str) -> None:
     with pytest.raises(SqlError) as caught:
@@ -509,9 +673,13 @@ def test_reserved_view_name() -> None:
 
 def test_error_string_is_file_line_kind_message_hint() -> None:
     with pytest.raises(UnsupportedError) as caught:
-        compile_views(views("CREATE VIEW v AS\nSELECT t.a FROM t\nWHERE rand() > 0.5"), CATALOG, "db")
+        compile_views(
+            views("CREATE VIEW v AS\nSELECT t.a FROM t\nWHERE rand() > 0.5"), CATALOG, "db"
+        )
     text = str(caught.value)
-    assert text.startswith(f"{PATH}:{FIRST_LINE + 2}: unsupported: non-deterministic function RAND() in view v")
+    assert text.startswith(
+        f"{PATH}:{FIRST_LINE + 2}: unsupported: non-deterministic function RAND() in view v"
+    )
     assert "\n  hint: " in text
 
 
@@ -534,16 +702,19 @@ def test_natural_join_is_rewritten_to_on() -> None:
     assert node.columns == ("a", "b", "c", "d")
 
 
-@pytest.mark.parametrize("query, columns", [
-    ("SELECT * FROM range(10)", ("id",)),
-    ("SELECT r.s FROM range(1, 6) AS r(s)", ("s",)),
-    ("SELECT id FROM range(0, 10, 3)", ("id",)),
-    ("SELECT id FROM range(0, 10, 3, 2)", ("id",)),
-    ("SELECT * FROM VALUES (1), (2) AS vv(x)", ("x",)),
-    ("SELECT * FROM explode(array(1, 2))", ("col",)),
-    ("SELECT 1 AS one, 'a' AS b", ("one", "b")),
-    ("WITH p AS (SELECT 100 AS bonus) SELECT (SELECT bonus FROM p) AS b", ("b",)),
-])
+@pytest.mark.parametrize(
+    "query, columns",
+    [
+        ("SELECT * FROM range(10)", ("id",)),
+        ("SELECT r.s FROM range(1, 6) AS r(s)", ("s",)),
+        ("SELECT id FROM range(0, 10, 3)", ("id",)),
+        ("SELECT id FROM range(0, 10, 3, 2)", ("id",)),
+        ("SELECT * FROM VALUES (1), (2) AS vv(x)", ("x",)),
+        ("SELECT * FROM explode(array(1, 2))", ("col",)),
+        ("SELECT 1 AS one, 'a' AS b", ("one", "b")),
+        ("WITH p AS (SELECT 100 AS bonus) SELECT (SELECT bonus FROM p) AS b", ("b",)),
+    ],
+)
 def test_a_query_reading_no_table_is_a_constant(query: str, columns: tuple[str, ...]) -> None:
     (plan,) = compile_views(views(f"CREATE VIEW v AS {query}"), CATALOG, "db")
     (stage,) = plan.stages
@@ -551,48 +722,77 @@ def test_a_query_reading_no_table_is_a_constant(query: str, columns: tuple[str, 
     assert stage.sources == () and stage.change_query(compiler.symbolic_pins([stage])) is None
 
 
-@pytest.mark.parametrize("source", [
-    "VALUES (1, 'x'), (2, 'y') AS k(a, v)", "range(1, 4) AS k(a)", "(SELECT 1 AS a, 'x' AS v) AS k",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "VALUES (1, 'x'), (2, 'y') AS k(a, v)",
+        "range(1, 4) AS k(a)",
+        "(SELECT 1 AS a, 'x' AS v) AS k",
+    ],
+)
 def test_a_join_with_a_constant_has_no_term_for_its_change(source: str) -> None:
     """DBSP's bilinear rule with a constant: Δ(K ⋈ T) = K ⋈ ΔT, the term with ΔK is zero."""
-    (plan,) = compile_views(views(f"CREATE VIEW v AS SELECT t.b, k.a FROM {source} JOIN t ON t.a = k.a"), CATALOG, "db")
+    (plan,) = compile_views(
+        views(f"CREATE VIEW v AS SELECT t.b, k.a FROM {source} JOIN t ON t.a = k.a"), CATALOG, "db"
+    )
     (stage,) = plan.stages
     assert any(isinstance(n, Constant) for _, n in stage.node.sources)
     change = stage.change_query(compiler.symbolic_pins([stage]))
     assert len(list(change.find_all(exp.Union))) == 0 and sql(change).count("TABLE_CHANGES") == 1
-    assert bounds.bounds(change) == []  # no table to read by the change's keys: the constant is all there is
+    # no table to read by the change's keys: the constant is all there is
+    assert bounds.bounds(change) == []
 
 
 def test_a_scalar_subquery_over_parameters_is_a_one_row_constant() -> None:
-    node = root("CREATE VIEW v AS WITH p AS (SELECT 'x' AS good, 100 AS bonus) "
-                "SELECT t.a + (SELECT bonus FROM p) AS a FROM t WHERE t.c = (SELECT good FROM p)")
+    node = root(
+        "CREATE VIEW v AS WITH p AS (SELECT 'x' AS good, 100 AS bonus) "
+        "SELECT t.a + (SELECT bonus FROM p) AS a FROM t WHERE t.c = (SELECT good FROM p)"
+    )
     constants = [n for _, n in node.sources if isinstance(n, Constant)]
-    assert len(constants) == 2 and all(isinstance(c.query.expressions[0], exp.Subquery) for c in constants)
+    assert len(constants) == 2 and all(
+        isinstance(c.query.expressions[0], exp.Subquery) for c in constants
+    )
 
 
 def test_filter_clauses_of_null_skipping_aggregates_become_case_arguments() -> None:
-    node = root("CREATE VIEW v AS SELECT b, SUM(a) FILTER (WHERE a > 1) AS s, COUNT(*) FILTER (WHERE c = 'x') AS n, "
-                "MIN(a) FILTER (WHERE c IS NULL) AS lo FROM t GROUP BY b")
+    node = root(
+        "CREATE VIEW v AS SELECT b, SUM(a) FILTER (WHERE a > 1) AS s, COUNT(*) FILTER (WHERE c = 'x') AS n, "
+        "MIN(a) FILTER (WHERE c IS NULL) AS lo FROM t GROUP BY b"
+    )
     aggregate = node.sources[0][1]
-    assert isinstance(aggregate, Aggregate) and [a.func for a in aggregate.aggs] == ["sum", "count", "min"]
+    assert isinstance(aggregate, Aggregate) and [a.func for a in aggregate.aggs] == [
+        "sum",
+        "count",
+        "min",
+    ]
     assert [sql(e) for e in aggregate.input.exprs[1:]] == [
-        "CASE WHEN `t`.`a` > 1 THEN `t`.`a` END", "CASE WHEN `t`.`c` = 'x' THEN 1 END", "CASE WHEN `t`.`c` IS NULL THEN `t`.`a` END",
+        "CASE WHEN `t`.`a` > 1 THEN `t`.`a` END",
+        "CASE WHEN `t`.`c` = 'x' THEN 1 END",
+        "CASE WHEN `t`.`c` IS NULL THEN `t`.`a` END",
     ]
 
 
 def test_filter_clause_of_another_aggregate_is_kept_for_spark() -> None:
-    node = root("CREATE VIEW v AS SELECT b, collect_set(c) FILTER (WHERE a > 1) AS cs FROM t GROUP BY b")
+    node = root(
+        "CREATE VIEW v AS SELECT b, collect_set(c) FILTER (WHERE a > 1) AS cs FROM t GROUP BY b"
+    )
     recompute = node.sources[0][1]
     assert isinstance(recompute, Recompute) and "FILTER(WHERE" in sql(recompute.query)
 
 
 def test_a_parenthesized_join_tree_is_a_derived_table() -> None:
-    (plan,) = compile_views(views(
-        "CREATE VIEW v AS SELECT t.b, u.d, w.e FROM (t LEFT JOIN (u CROSS JOIN w) ON t.a = u.a AND u.d = w.d)"
-    ), CATALOG, "db")
+    (plan,) = compile_views(
+        views(
+            "CREATE VIEW v AS SELECT t.b, u.d, w.e FROM (t LEFT JOIN (u CROSS JOIN w) ON t.a = u.a AND u.d = w.d)"
+        ),
+        CATALOG,
+        "db",
+    )
     assert plan.output.columns == ("b", "d", "e")
-    assert [s.strategy.split(":")[0] for s in plan.stages] == ["recompute touched keys", "incremental"]
+    assert [s.strategy.split(":")[0] for s in plan.stages] == [
+        "recompute touched keys",
+        "incremental",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -612,8 +812,11 @@ def test_sampling_and_time_travel_in_from_are_refused(source: str) -> None:
     "call, group",
     [
         ("COUNT(DISTINCT a)", "\nGROUP BY b"),
-        ("SUM(DISTINCT a)", "\nGROUP BY b"), ("try_sum(a)", ""), ("every(a > 1)", "\nGROUP BY b"),
-        ("percentile(a, 0.5)", ""), ("max_by(c, a)", "\nGROUP BY b"),
+        ("SUM(DISTINCT a)", "\nGROUP BY b"),
+        ("try_sum(a)", ""),
+        ("every(a > 1)", "\nGROUP BY b"),
+        ("percentile(a, 0.5)", ""),
+        ("max_by(c, a)", "\nGROUP BY b"),
     ],
 )
 def test_non_invertible_aggregates_recompute_touched_groups(call: str, group: str) -> None:
@@ -622,7 +825,7 @@ def test_non_invertible_aggregates_recompute_touched_groups(call: str, group: st
     select = f"SELECT {call} AS x" if not group else f"SELECT b, {call} AS x"
     node = root(f"CREATE VIEW v AS\n{select}\nFROM t{group}")
     assert isinstance(node, Select)
-    ((alias, recompute),) = node.sources
+    ((_, recompute),) = node.sources
     assert isinstance(recompute, Recompute)
     assert recompute.keys == ((("g0",) if group else ()),)
     assert call.split("(")[0].upper() in recompute.reason
@@ -639,11 +842,22 @@ def test_min_and_max_are_kept_by_the_aggregate(group: str) -> None:
     assert aggregate.keys == (("g0",) if group else ())
 
 
-@pytest.mark.parametrize("call", ["first(a)", "last(a)", "collect_list(a)", "any_value(a)", "concat(collect_list(a), array(1))",
-                                  "array_sort(collect_list(a), (x, y) -> 0)"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "first(a)",
+        "last(a)",
+        "collect_list(a)",
+        "any_value(a)",
+        "concat(collect_list(a), array(1))",
+        "array_sort(collect_list(a), (x, y) -> 0)",
+    ],
+)
 def test_order_dependent_aggregates_are_refused(call: str) -> None:
     with pytest.raises(UnsupportedError) as caught:
-        compile_views(views(f"CREATE VIEW v AS\nSELECT b,\n  {call} AS x\nFROM t GROUP BY b"), CATALOG, "db")
+        compile_views(
+            views(f"CREATE VIEW v AS\nSELECT b,\n  {call} AS x\nFROM t GROUP BY b"), CATALOG, "db"
+        )
     assert "order" in caught.value.message and caught.value.hint
     assert caught.value.location == Location(PATH, FIRST_LINE + 2)
 
@@ -652,8 +866,16 @@ def test_order_dependent_aggregates_are_refused(call: str) -> None:
     "text, keys, reason",
     [
         ("SELECT a, ROW_NUMBER() OVER (PARTITION BY b ORDER BY a) AS rn FROM t", ("p0",), "window"),
-        ("SELECT a FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY b, c ORDER BY a) = 1", ("p0", "p1"), "QUALIFY"),
-        ("SELECT a, SUM(a) OVER (PARTITION BY b) s, LAG(a) OVER (PARTITION BY b, c ORDER BY a) l FROM t", ("p0",), "window"),
+        (
+            "SELECT a FROM t QUALIFY ROW_NUMBER() OVER (PARTITION BY b, c ORDER BY a) = 1",
+            ("p0", "p1"),
+            "QUALIFY",
+        ),
+        (
+            "SELECT a, SUM(a) OVER (PARTITION BY b) s, LAG(a) OVER (PARTITION BY b, c ORDER BY a) l FROM t",
+            ("p0",),
+            "window",
+        ),
         ("SELECT a, RANK() OVER (ORDER BY a) AS r FROM t", (), "window"),
         ("SELECT a, b FROM t ORDER BY b DESC, a LIMIT 5", (), "LIMIT"),
     ],
@@ -669,20 +891,54 @@ def test_windows_and_limits_recompute_by_partition(text: str, keys: tuple, reaso
 @pytest.mark.parametrize(
     "text, reason, keys",
     [
-        ("SELECT t.a, u.d FROM t LEFT JOIN u ON t.a = u.a", "LEFT OUTER JOIN", (("t__a",), ("u__a",))),
-        ("SELECT t.a, u.d FROM t RIGHT JOIN u ON t.a = u.a AND t.b < u.d", "RIGHT OUTER JOIN", (("t__a",), ("u__a",))),
+        (
+            "SELECT t.a, u.d FROM t LEFT JOIN u ON t.a = u.a",
+            "LEFT OUTER JOIN",
+            (("t__a",), ("u__a",)),
+        ),
+        (
+            "SELECT t.a, u.d FROM t RIGHT JOIN u ON t.a = u.a AND t.b < u.d",
+            "RIGHT OUTER JOIN",
+            (("t__a",), ("u__a",)),
+        ),
         ("SELECT t.a, u.d FROM t FULL OUTER JOIN u ON t.b > u.d", "FULL OUTER JOIN", ((), ())),
         ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "IN", (("t__a",), ("__q1__a",))),
-        ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)", "EXISTS", (("t__a",), ("__q1__s0",))),
-        ("SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.d > 1)", "NOT EXISTS", (("t__a",), ("__q1__s0",))),
-        ("SELECT a FROM t WHERE a NOT IN (SELECT a FROM u)", "NOT IN", (("t__a",), ("__q1__a",), ())),
-        ("SELECT a FROM t WHERE a + b NOT IN (SELECT d FROM u)", "NOT IN", (("__ivm_in",), ("__q1__d",), ())),
-        ("SELECT a FROM t WHERE a NOT IN (SELECT u.a FROM u WHERE u.d = t.b)", "NOT IN", (("t__b",), ("__q1__s0",))),
+        (
+            "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)",
+            "EXISTS",
+            (("t__a",), ("__q1__s0",)),
+        ),
+        (
+            "SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.d > 1)",
+            "NOT EXISTS",
+            (("t__a",), ("__q1__s0",)),
+        ),
+        (
+            "SELECT a FROM t WHERE a NOT IN (SELECT a FROM u)",
+            "NOT IN",
+            (("t__a",), ("__q1__a",), ()),
+        ),
+        (
+            "SELECT a FROM t WHERE a + b NOT IN (SELECT d FROM u)",
+            "NOT IN",
+            (("__ivm_in",), ("__q1__d",), ()),
+        ),
+        (
+            "SELECT a FROM t WHERE a NOT IN (SELECT u.a FROM u WHERE u.d = t.b)",
+            "NOT IN",
+            (("t__b",), ("__q1__s0",)),
+        ),
         ("SELECT a FROM t INTERSECT SELECT a FROM u", "INTERSECT", (("a",), ("a",))),
-        ("SELECT a, b FROM t EXCEPT ALL SELECT a, d FROM u", "EXCEPT ALL", (("a", "b"), ("a", "d"))),
+        (
+            "SELECT a, b FROM t EXCEPT ALL SELECT a, d FROM u",
+            "EXCEPT ALL",
+            (("a", "b"), ("a", "d")),
+        ),
     ],
 )
-def test_joins_subqueries_and_set_operations_recompute_per_key(text: str, reason: str, keys: tuple) -> None:
+def test_joins_subqueries_and_set_operations_recompute_per_key(
+    text: str, reason: str, keys: tuple
+) -> None:
     """Outer, semi and anti joins are keyed by the join's column equalities, NOT IN by its
     value (with a third input, unkeyed: the subquery's emptiness and NULLs); a join without
     equality has one global key; INTERSECT/EXCEPT are keyed by the row."""
@@ -696,7 +952,9 @@ def test_joins_subqueries_and_set_operations_recompute_per_key(text: str, reason
 def test_scalar_subqueries_become_joins() -> None:
     uncorrelated = root("CREATE VIEW v AS SELECT a FROM t WHERE b > (SELECT AVG(d) FROM u)")
     assert isinstance(uncorrelated, Select) and len(uncorrelated.sources) == 2
-    correlated = root("CREATE VIEW v AS SELECT a FROM t WHERE b > (SELECT MAX(d) FROM u WHERE u.a = t.a)")
+    correlated = root(
+        "CREATE VIEW v AS SELECT a FROM t WHERE b > (SELECT MAX(d) FROM u WHERE u.a = t.a)"
+    )
     assert isinstance(correlated, Select) and len(correlated.sources) == 2
     assert "`__s2`.`k0`" in sql(correlated.condition)
 
@@ -704,15 +962,22 @@ def test_scalar_subqueries_become_joins() -> None:
 def test_correlated_not_in_is_a_null_aware_anti_join_per_correlation_key() -> None:
     """x NOT IN (SELECT c ... WHERE corr) drops a row whose correlated set holds x or a NULL
     (or x is NULL and the set is not empty): Spark's null-aware anti-join."""
-    node = root("CREATE VIEW v AS SELECT a FROM t WHERE a + 1 NOT IN (SELECT u.a FROM u WHERE u.d = t.b AND u.a > 0)")
+    node = root(
+        "CREATE VIEW v AS SELECT a FROM t WHERE a + 1 NOT IN (SELECT u.a FROM u WHERE u.d = t.b AND u.a > 0)"
+    )
     (recompute,) = [n for n in _walk(node) if isinstance(n, Recompute)]
     on = sql(recompute.query.args["joins"][0].args["on"])
     match = "`__l`.`t__a` + 1 = `__r`.`__q1__s_in`"
     assert on == f"({match} OR ({match}) IS NULL) AND `__r`.`__q1__s0` = `__l`.`t__b`"
-    assert recompute.query.args["joins"][0].side == "LEFT" and recompute.query.args["joins"][0].kind == "ANTI"
+    assert (
+        recompute.query.args["joins"][0].side == "LEFT"
+        and recompute.query.args["joins"][0].kind == "ANTI"
+    )
 
 
-def test_correlated_scalar_subqueries_in_select_are_left_joins_with_the_value_over_no_rows() -> None:
+def test_correlated_scalar_subqueries_in_select_are_left_joins_with_the_value_over_no_rows() -> (
+    None
+):
     """Each correlated scalar in the SELECT list is a LEFT JOIN with its aggregate grouped by
     the correlation key, recomputed per touched key; an outer row without a group takes the
     value over no rows: COUNT's 0, collect_set's [], NULL for MAX (no CASE needed)."""
@@ -722,57 +987,99 @@ def test_correlated_scalar_subqueries_in_select_are_left_joins_with_the_value_ov
     )
     assert isinstance(node, Select) and node.columns == ("a", "n", "s", "m")
     n, s, m = (sql(e) for e in node.exprs[1:])
-    assert n.startswith("CASE WHEN `__j3`.") and n.endswith("__s2__k0` IS NULL THEN 0 ELSE `__j3`.`__j2____j1____s2__v` END")
+    assert n.startswith("CASE WHEN `__j3`.") and n.endswith(
+        "__s2__k0` IS NULL THEN 0 ELSE `__j3`.`__j2____j1____s2__v` END"
+    )
     assert "IS NULL THEN SORT_ARRAY(ARRAY()) ELSE" in s
     assert m == "`__j3`.`__s4__v`"
     joins = [r for r in _walk(node) if isinstance(r, Recompute) and "correlated scalar" in r.reason]
     assert [r.keys for r in joins] == [
-        (("__j2____j1__t__a",), ("__s4__k0",)), (("__j1__t__b",), ("__s3__k0",)), (("t__a",), ("__s2__k0",)),
+        (("__j2____j1__t__a",), ("__s4__k0",)),
+        (("__j1__t__b",), ("__s3__k0",)),
+        (("t__a",), ("__s2__k0",)),
     ]
     assert all(r.query.args["joins"][0].side == "LEFT" for r in joins)
     counts = joins[2].sources[1][1]
     assert any(isinstance(x, Aggregate) for x in _walk(counts))  # COUNT kept from the change alone
 
 
-@pytest.mark.parametrize("value, joined", [
-    ("MAX(d)", "inner"), ("0.5 * SUM(d)", "inner"), ("COUNT(d)", "left"), ("COALESCE(MAX(d), 0)", "left"),
-])
-def test_correlated_scalar_in_a_where_comparison_is_an_inner_join_only_if_null_over_no_rows(value: str, joined: str) -> None:
+@pytest.mark.parametrize(
+    "value, joined",
+    [
+        ("MAX(d)", "inner"),
+        ("0.5 * SUM(d)", "inner"),
+        ("COUNT(d)", "left"),
+        ("COALESCE(MAX(d), 0)", "left"),
+    ],
+)
+def test_correlated_scalar_in_a_where_comparison_is_an_inner_join_only_if_null_over_no_rows(
+    value: str, joined: str
+) -> None:
     """An inner join drops an outer row without a group, exact only when the subquery's
     value over no rows is NULL (the comparison drops the row too); else a LEFT JOIN, and
     the comparison kept above it."""
-    node = root(f"CREATE VIEW v AS SELECT a FROM t WHERE b > (SELECT {value} FROM u WHERE u.a = t.a)")
+    node = root(
+        f"CREATE VIEW v AS SELECT a FROM t WHERE b > (SELECT {value} FROM u WHERE u.a = t.a)"
+    )
     assert isinstance(node, Select)
     if joined == "inner":
-        assert len(node.sources) == 2 and not any(isinstance(n, Recompute) and "correlated" in n.reason for n in _walk(node))
+        assert len(node.sources) == 2 and not any(
+            isinstance(n, Recompute) and "correlated" in n.reason for n in _walk(node)
+        )
         assert "`__s2`.`k0`" in sql(node.condition)
     else:
         ((_, recompute),) = node.sources
         assert isinstance(recompute, Recompute) and recompute.keys == (("t__a",), ("__s2__k0",))
-        assert sql(node.condition).startswith("`__j1`.`t__b` > CASE WHEN `__j1`.`__s2__k0` IS NULL THEN ")
+        assert sql(node.condition).startswith(
+            "`__j1`.`t__b` > CASE WHEN `__j1`.`__s2__k0` IS NULL THEN "
+        )
 
 
-@pytest.mark.parametrize("body, keys, reason", [
-    ("SELECT b, COUNT(*) AS n, RANK() OVER (ORDER BY COUNT(*) DESC) AS r FROM t GROUP BY b HAVING COUNT(*) > 1", (), "window functions per"),
-    ("SELECT a, b, SUM(a) AS s, RANK() OVER (PARTITION BY b ORDER BY SUM(a)) AS r, SUM(SUM(a)) OVER (PARTITION BY b) AS tb, "
-     "SUM(b) OVER (PARTITION BY b) AS sb FROM t GROUP BY a, b", ("p0",), "window functions per"),
-    ("SELECT b, MAX(a) AS m, DENSE_RANK() OVER (ORDER BY MAX(a)) AS r FROM t GROUP BY b QUALIFY r <= 2", (), "QUALIFY"),
-])
-def test_windows_over_grouped_rows_run_over_the_grouped_query(body: str, keys: tuple, reason: str) -> None:
+@pytest.mark.parametrize(
+    "body, keys, reason",
+    [
+        (
+            "SELECT b, COUNT(*) AS n, RANK() OVER (ORDER BY COUNT(*) DESC) AS r FROM t GROUP BY b HAVING COUNT(*) > 1",
+            (),
+            "window functions per",
+        ),
+        (
+            "SELECT a, b, SUM(a) AS s, RANK() OVER (PARTITION BY b ORDER BY SUM(a)) AS r, SUM(SUM(a)) OVER (PARTITION BY b) AS tb, "
+            "SUM(b) OVER (PARTITION BY b) AS sb FROM t GROUP BY a, b",
+            ("p0",),
+            "window functions per",
+        ),
+        (
+            "SELECT b, MAX(a) AS m, DENSE_RANK() OVER (ORDER BY MAX(a)) AS r FROM t GROUP BY b QUALIFY r <= 2",
+            (),
+            "QUALIFY",
+        ),
+    ],
+)
+def test_windows_over_grouped_rows_run_over_the_grouped_query(
+    body: str, keys: tuple, reason: str
+) -> None:
     """GROUP BY (and HAVING) move into a subquery computing the keys and every aggregate; the
     windows run over its rows, recomputed per partition of the grouped rows."""
     node = root(f"CREATE VIEW v AS {body}")
     assert isinstance(node, Recompute) and node.keys == (keys,) and reason in node.reason
     ((_, grouped),) = node.sources
-    assert sum(isinstance(n, (Aggregate, Recompute)) for n in _walk(grouped)) == 1  # the GROUP BY, below the windows
+    # the GROUP BY, below the windows
+    assert sum(isinstance(n, (Aggregate, Recompute)) for n in _walk(grouped)) == 1
     window_sql = sql(node.query)
     assert "COUNT(" not in window_sql and "MAX(`" not in window_sql  # aggregates come computed
 
 
 def test_window_over_grouped_rows_sums_an_aggregate_and_keeps_having_below() -> None:
-    node = root("CREATE VIEW v AS SELECT b, SUM(a) AS s, SUM(SUM(a)) OVER () AS total FROM t GROUP BY b HAVING COUNT(*) > 1")
+    node = root(
+        "CREATE VIEW v AS SELECT b, SUM(a) AS s, SUM(SUM(a)) OVER () AS total FROM t GROUP BY b HAVING COUNT(*) > 1"
+    )
     ((_, grouped),) = node.sources
-    having = next(n for n in _walk(grouped) if isinstance(n, Select) and isinstance(n.sources[0][1], Aggregate))
+    having = next(
+        n
+        for n in _walk(grouped)
+        if isinstance(n, Select) and isinstance(n.sources[0][1], Aggregate)
+    )
     assert sql(having.condition) == "`__agg`.`agg1` > 1"
     assert [c.func for c in having.sources[0][1].aggs] == ["sum", "count_star"]
     assert "SUM(`__in`.`c1`) OVER ()" in sql(node.query)
@@ -781,7 +1088,9 @@ def test_window_over_grouped_rows_sums_an_aggregate_and_keeps_having_below() -> 
 def test_subquery_in_having_filters_the_grouped_rows() -> None:
     """TPC-H Q11's shape: the grouped query moves into FROM, HAVING becomes a WHERE over it,
     and the scalar subquery is cross-joined there; aggregates only HAVING uses are kept too."""
-    node = root("CREATE VIEW v AS SELECT b, SUM(a) AS s FROM t GROUP BY b HAVING COUNT(*) > (SELECT COUNT(*) FROM u) AND b > 0")
+    node = root(
+        "CREATE VIEW v AS SELECT b, SUM(a) AS s FROM t GROUP BY b HAVING COUNT(*) > (SELECT COUNT(*) FROM u) AND b > 0"
+    )
     assert isinstance(node, Select) and node.columns == ("b", "s")
     (_, grouped), (_, scalar) = node.sources
     assert grouped.columns == ("b", "s", "__h0")
@@ -789,11 +1098,14 @@ def test_subquery_in_having_filters_the_grouped_rows() -> None:
     assert "`__h0`" in sql(node.condition) and "`b`" in sql(node.condition)
 
 
-@pytest.mark.parametrize("where", [
-    "WHERE c > CAST(current_date() AS STRING)",
-    "WHERE b BETWEEN unix_timestamp(now()) - 86400 AND unix_timestamp(now())",
-    "WHERE a = 1 AND unix_timestamp(current_timestamp()) - b < 3600",
-])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "WHERE c > CAST(current_date() AS STRING)",
+        "WHERE b BETWEEN unix_timestamp(now()) - 86400 AND unix_timestamp(now())",
+        "WHERE a = 1 AND unix_timestamp(current_timestamp()) - b < 3600",
+    ],
+)
 def test_a_filter_on_the_current_time_is_a_temporal_filter(where: str) -> None:
     """A time window over a column is linear in the rows and the clock: maintained from the
     rows whose bound the clock passed, and `ivm compile` says so."""
@@ -803,10 +1115,13 @@ def test_a_filter_on_the_current_time_is_a_temporal_filter(where: str) -> None:
     assert stage.strategy.endswith(TEMPORAL)
     rendered = render(plan)
     assert ":clock_old" in rendered and ":clock_new" in rendered
-    assert not any(read in rendered for read in ("CURRENT_DATE", "CURRENT_TIMESTAMP", "NOW("))  # all pinned
+    # all pinned
+    assert not any(read in rendered for read in ("CURRENT_DATE", "CURRENT_TIMESTAMP", "NOW("))
 
 
-def test_a_filter_on_the_current_time_inside_a_subquery_is_a_temporal_input_of_its_recompute() -> None:
+def test_a_filter_on_the_current_time_inside_a_subquery_is_a_temporal_input_of_its_recompute() -> (
+    None
+):
     """EXISTS recomputes the keys its inputs' changes touch; the clock's change is one of them."""
     body = "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.d > unix_timestamp(now()))"
     (plan,) = compile_views(views(f"CREATE VIEW v AS {body}"), CATALOG, "db")
@@ -815,15 +1130,20 @@ def test_a_filter_on_the_current_time_inside_a_subquery_is_a_temporal_input_of_i
     assert stage.strategy == f"recompute touched keys: EXISTS subquery; {TEMPORAL}"
 
 
-@pytest.mark.parametrize("body", [
-    "SELECT t.a, u.d FROM t LEFT JOIN u ON t.a = u.a AND t.b > unix_timestamp(now()) - 60",
-    "SELECT a, b > unix_timestamp(now()) AS later FROM t",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "SELECT t.a, u.d FROM t LEFT JOIN u ON t.a = u.a AND t.b > unix_timestamp(now()) - 60",
+        "SELECT a, b > unix_timestamp(now()) AS later FROM t",
+    ],
+)
 def test_the_current_time_outside_a_filter_recomputes_on_every_refresh(body: str) -> None:
     (plan,) = compile_views(views(f"CREATE VIEW v AS {body}"), CATALOG, "db")
     (stage,) = plan.stages
     assert stage.every_refresh and stage.recomputes_all and stage.reads_clock
-    assert stage.strategy.startswith("recompute all on every refresh: it compares columns with the current time")
+    assert stage.strategy.startswith(
+        "recompute all on every refresh: it compares columns with the current time"
+    )
 
 
 def test_generator_with_several_columns_in_select_becomes_a_lateral_view() -> None:
@@ -836,7 +1156,9 @@ def test_generator_with_several_columns_in_select_becomes_a_lateral_view() -> No
 def test_generators_are_linear() -> None:
     node = root("CREATE VIEW v AS SELECT a, explode(array(a, b)) AS x FROM t")
     assert isinstance(node, Select) and not any(isinstance(n, Recompute) for n in _walk(node))
-    lateral = root("CREATE VIEW v AS SELECT a, x FROM t LATERAL VIEW OUTER explode(array(a, b)) e AS x")
+    lateral = root(
+        "CREATE VIEW v AS SELECT a, x FROM t LATERAL VIEW OUTER explode(array(a, b)) e AS x"
+    )
     wrapped = lateral.sources[0][1]
     assert isinstance(wrapped, Select) and len(wrapped.laterals) == 1
 
@@ -847,7 +1169,14 @@ def _walk(node: Node):
         yield from _walk(child)
 
 
-@pytest.mark.parametrize("call", ["sort_array(collect_list(a))", "sort_array(collect_list(a), false)", "array_sort(array_agg(a))"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "sort_array(collect_list(a))",
+        "sort_array(collect_list(a), false)",
+        "array_sort(array_agg(a))",
+    ],
+)
 def test_sorted_list_of_a_group_is_kept_per_key_like_collect_set(call: str) -> None:
     """Sorting the list takes the row order out of it: kept like collect_set, recomputed per
     touched group."""
@@ -867,11 +1196,16 @@ REACH = """CREATE VIEW reach AS WITH RECURSIVE r(x, y, hops) AS (
 def test_recursive_cte_is_a_fixpoint_stage_whose_loop_reads_the_cte_not_a_table() -> None:
     (plan,) = compile_views(views(REACH), CATALOG, "db")
     loop, grouped = plan.stages
-    assert (loop.kind, grouped.kind) == ("fixpoint", "aggregate") and grouped.sources == (loop.table,)
+    assert (loop.kind, grouped.kind) == ("fixpoint", "aggregate") and grouped.sources == (
+        loop.table,
+    )
     assert loop.sources == ("db.u",)  # the CTE itself is the loop, not a source to pin
     assert isinstance(loop.node, Recursive) and loop.node.columns == ("x", "y", "hops")
     rendered = render(plan)
-    assert "X_(j+1) = the recursive term over X_j" in rendered and "`__ivm_fixpoint_xj` AS `r`" in rendered
+    assert (
+        "X_(j+1) = the recursive term over X_j" in rendered
+        and "`__ivm_fixpoint_xj` AS `r`" in rendered
+    )
 
 
 def test_editing_the_recursive_term_changes_the_fingerprint() -> None:
@@ -892,7 +1226,7 @@ def _expand(node: Node) -> tuple[list[str], list[list[str]]]:
     names = [c.name for c in lateral.args["alias"].columns]
     values = [sql(e) for e in stack.expressions]
     assert int(stack.this.name) * len(names) == len(values)
-    return names, [values[i:i + len(names)] for i in range(0, len(values), len(names))]
+    return names, [values[i : i + len(names)] for i in range(0, len(values), len(names))]
 
 
 def test_rollup_is_one_group_by_over_an_expand_keyed_by_the_set() -> None:
@@ -917,7 +1251,12 @@ def test_rollup_is_one_group_by_over_an_expand_keyed_by_the_set() -> None:
         ["NULL", "NULL", "2", tinyint.format(1), bigint.format(3), tinyint.format(1)],
     ]
     # the SELECT reads the set's columns; SUM reads the row's own a, never the set's NULL
-    assert [sql(e) for e in node.exprs][:4] == ["`__agg`.`g0`", "`__agg`.`g1`", "`__agg`.`g3`", "`__agg`.`g4`"]
+    assert [sql(e) for e in node.exprs][:4] == [
+        "`__agg`.`g0`",
+        "`__agg`.`g1`",
+        "`__agg`.`g3`",
+        "`__agg`.`g4`",
+    ]
     inner = dict(zip(aggregate.input.columns, (sql(e) for e in aggregate.input.exprs)))
     assert inner[aggregate.aggs[1].arg] == "`__v1`.`t__a`"
     assert sql(node.condition) == "`__agg`.`g5` = 1 OR `__agg`.`agg1` > 1"
@@ -926,12 +1265,19 @@ def test_rollup_is_one_group_by_over_an_expand_keyed_by_the_set() -> None:
 
 
 def test_percentile_over_a_cube_recomputes_the_touched_groups_of_every_set() -> None:
-    node = root("CREATE VIEW v AS SELECT a, b, MIN(c) AS lo, percentile(c, 0.5) AS mid FROM t GROUP BY CUBE (a, b)")
+    node = root(
+        "CREATE VIEW v AS SELECT a, b, MIN(c) AS lo, percentile(c, 0.5) AS mid FROM t GROUP BY CUBE (a, b)"
+    )
     ((_, recompute),) = node.sources
     assert isinstance(recompute, Recompute)
     assert recompute.keys == (("g0", "g1", "g2"),)
     _, rows = _expand(node)
-    assert [row[:2] for row in rows] == [["`t`.`a`", "`t`.`b`"], ["`t`.`a`", "NULL"], ["NULL", "`t`.`b`"], ["NULL", "NULL"]]
+    assert [row[:2] for row in rows] == [
+        ["`t`.`a`", "`t`.`b`"],
+        ["`t`.`a`", "NULL"],
+        ["NULL", "`t`.`b`"],
+        ["NULL", "NULL"],
+    ]
     assert [row[2] for row in rows] == ["0", "1", "2", "3"]
 
 
@@ -952,9 +1298,17 @@ def test_percentile_over_a_cube_recomputes_the_touched_groups_of_every_set() -> 
         ("GROUPING SETS ((a), (a))", ["a"], ["a", "a"]),  # a set listed twice gives its rows twice
         ("GROUPING SETS (ROLLUP (a, b), c)", ["a", "b", "c"], ["a b", "a", "", "c"]),
         ("ROLLUP (a), CUBE (b)", ["a", "b"], ["a b", "a", "b", ""]),
-        ("a, b GROUPING SETS ((b), ())", ["a", "b"], ["b", ""]),  # Hive's form: the list names the columns first
+        (
+            "a, b GROUPING SETS ((b), ())",
+            ["a", "b"],
+            ["b", ""],
+        ),  # Hive's form: the list names the columns first
         ("a GROUPING SETS ((a, c), (c))", ["a", "c"], ["a c", "c"]),
-        ("GROUPING SETS ((1), (2, c))", ["a", "b", "c"], ["a", "b c"]),  # ordinals: the SELECT's expressions
+        (
+            "GROUPING SETS ((1), (2, c))",
+            ["a", "b", "c"],
+            ["a", "b c"],
+        ),  # ordinals: the SELECT's expressions
         ("1, ROLLUP (2)", ["a", "b"], ["a b", "a"]),
         ("(a), ROLLUP (b)", ["a", "b"], ["a b", "a"]),
         ("GROUPING SETS ((), ())", [], ["", ""]),
@@ -965,7 +1319,9 @@ def test_grouping_sets_as_spark_lists_them(group: str, columns: list[str], sets:
     cartesian product of the items' sets, duplicates kept)."""
     from sqlglot import parse_one
 
-    found_columns, found_sets = grouping_sets.grouping_sets(parse_one(f"SELECT a, b FROM t GROUP BY {group}", read="spark"))
+    found_columns, found_sets = grouping_sets.grouping_sets(
+        parse_one(f"SELECT a, b FROM t GROUP BY {group}", read="spark")
+    )
     assert [c.sql() for c in found_columns] == columns
     assert [" ".join(e.sql() for e in s) for s in found_sets] == sets
 
@@ -987,7 +1343,9 @@ def test_grouping_id_bits_follow_the_grouping_expressions() -> None:
 def test_grouping_expression_is_matched_outside_aggregates_only() -> None:
     """``b + 1`` in the SELECT is the set's column (NULL in the grand total); inside SUM it
     is the row's own value."""
-    node = root("CREATE VIEW v AS SELECT b + 1 AS k, (b + 1) * 2 AS k2, SUM(b + 1) AS s FROM t GROUP BY ROLLUP (b + 1)")
+    node = root(
+        "CREATE VIEW v AS SELECT b + 1 AS k, (b + 1) * 2 AS k2, SUM(b + 1) AS s FROM t GROUP BY ROLLUP (b + 1)"
+    )
     _, rows = _expand(node)
     assert rows == [["`t`.`b` + 1", "0"], ["NULL", "1"]]
     assert [sql(e) for e in node.exprs] == ["`__agg`.`g0`", "(`__agg`.`g0`) * 2", "`__agg`.`agg0`"]
@@ -997,10 +1355,14 @@ def test_grouping_expression_is_matched_outside_aggregates_only() -> None:
 
 
 def test_grouping_sets_after_a_join_and_under_distinct() -> None:
-    node = root("CREATE VIEW v AS SELECT DISTINCT t.a, u.d FROM t JOIN u ON t.a = u.a GROUP BY GROUPING SETS ((t.a), (u.d))")
+    node = root(
+        "CREATE VIEW v AS SELECT DISTINCT t.a, u.d FROM t JOIN u ON t.a = u.a GROUP BY GROUPING SETS ((t.a), (u.d))"
+    )
     assert isinstance(node, Distinct)
     expand = next(n for n in _walk(node) if isinstance(n, Select) and n.laterals)
-    assert [a for a, _ in expand.sources] == ["t", "u"] and sql(expand.condition) == "`t`.`a` = `u`.`a`"
+    assert [a for a, _ in expand.sources] == ["t", "u"] and sql(
+        expand.condition
+    ) == "`t`.`a` = `u`.`a`"
 
 
 def test_ungrouped_column_beside_a_rollup_is_an_error() -> None:
@@ -1011,7 +1373,9 @@ def test_ungrouped_column_beside_a_rollup_is_an_error() -> None:
 def test_grouping_sets_of_the_empty_set_alone_is_a_global_aggregate() -> None:
     """Spark: ``GROUPING SETS (())`` is one row even over no rows, like a plain global
     aggregate; ``GROUPING SETS ((), ())`` is two rows, and none over no rows."""
-    node = root("CREATE VIEW v AS SELECT grouping_id() AS gid, COUNT(*) AS n FROM t GROUP BY GROUPING SETS (())")
+    node = root(
+        "CREATE VIEW v AS SELECT grouping_id() AS gid, COUNT(*) AS n FROM t GROUP BY GROUPING SETS (())"
+    )
     aggregate = node.sources[0][1]
     assert isinstance(aggregate, Aggregate) and aggregate.keys == ()
     assert [sql(e) for e in node.exprs] == ["CAST(0 AS BIGINT)", "`__agg`.`agg0`"]
@@ -1020,22 +1384,40 @@ def test_grouping_sets_of_the_empty_set_alone_is_a_global_aggregate() -> None:
     assert _expand(twice) == (["set"], [["0"], ["1"]])
 
 
-@pytest.mark.parametrize("text, error, words, line", [
-    ("SELECT a, b,\n  COUNT(*) AS n\nFROM t\nGROUP BY a,\n  b GROUPING SETS ((a))", UnsupportedError, "no grouping set groups", 5),
-    ("SELECT a,\n  grouping__id AS gid\nFROM t GROUP BY ROLLUP (a)", UnsupportedError, "grouping__id", 2),
-    ("SELECT a,\n  grouping(b) AS gb\nFROM t GROUP BY ROLLUP (a)", SqlError, "not grouped", 2),
-])
-def test_grouping_sets_refusals_point_at_the_line(text: str, error: type, words: str, line: int) -> None:
+@pytest.mark.parametrize(
+    "text, error, words, line",
+    [
+        (
+            "SELECT a, b,\n  COUNT(*) AS n\nFROM t\nGROUP BY a,\n  b GROUPING SETS ((a))",
+            UnsupportedError,
+            "no grouping set groups",
+            5,
+        ),
+        (
+            "SELECT a,\n  grouping__id AS gid\nFROM t GROUP BY ROLLUP (a)",
+            UnsupportedError,
+            "grouping__id",
+            2,
+        ),
+        ("SELECT a,\n  grouping(b) AS gb\nFROM t GROUP BY ROLLUP (a)", SqlError, "not grouped", 2),
+    ],
+)
+def test_grouping_sets_refusals_point_at_the_line(
+    text: str, error: type, words: str, line: int
+) -> None:
     with pytest.raises(error) as caught:
         compile_views(views(f"CREATE VIEW v AS\n{text}"), CATALOG, "db")
     assert type(caught.value) is error and words in caught.value.message and caught.value.hint
     assert caught.value.location == Location(PATH, FIRST_LINE + line)
 
 
-@pytest.mark.parametrize("body", [
-    "SELECT 1 AS n",
-    "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "SELECT 1 AS n",
+        "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r WHERE n < 5) SELECT n FROM r",
+    ],
+)
 def test_a_view_that_reads_no_table_compiles_and_says_it_never_changes(body: str) -> None:
     (plan,) = compile_views(views(f"CREATE VIEW v AS {body}"), CATALOG, "db")
     rendered = render(plan)

@@ -13,22 +13,36 @@ import sqlite3
 
 import pytest
 import sqlglot
+from oracle import (
+    INCREMENTAL_ONLY,
+    Churn,
+    ChurnTable,
+    MakeProject,
+    ViewSpec,
+    compare_views,
+    views_file,
+)
 
 from ivm_sql.project import Project
 
-from oracle import INCREMENTAL_ONLY, Churn, ChurnTable, MakeProject, ViewSpec, compare_views, views_file
-
-MM = ViewSpec("mm", "SELECT cid, MIN(amount) AS mn, MAX(amount) AS mx, MAX(status) AS ms FROM o GROUP BY cid")
+MM = ViewSpec(
+    "mm", "SELECT cid, MIN(amount) AS mn, MAX(amount) AS mx, MAX(status) AS ms FROM o GROUP BY cid"
+)
 
 
 @pytest.mark.parametrize("amount", ["10.00", "NULL"])
-def test_group_born_and_emptied_between_refreshes_leaves_no_phantom_row(spark, tmp_project: MakeProject,
-                                                                         amount: str) -> None:
+def test_group_born_and_emptied_between_refreshes_leaves_no_phantom_row(
+    spark, tmp_project: MakeProject, amount: str
+) -> None:
     """Issue 21's reproduction: on e48d844 the MIN/MAX view kept ``(2, NULL, NULL, NULL)``,
     because the change query called a new count of 0 against no stored row a change and the
     MERGE inserted it."""
-    project = Project.open(tmp_project({"views/mm.sql": views_file([MM]), "ivm.yaml": INCREMENTAL_ONLY}), spark=spark)
-    project.sql("CREATE TABLE o (oid INT, cid INT, amount DECIMAL(10,2), status STRING, qty INT) USING DELTA")
+    project = Project.open(
+        tmp_project({"views/mm.sql": views_file([MM]), "ivm.yaml": INCREMENTAL_ONLY}), spark=spark
+    )
+    project.sql(
+        "CREATE TABLE o (oid INT, cid INT, amount DECIMAL(10,2), status STRING, qty INT) USING DELTA"
+    )
     project.sql("INSERT INTO o VALUES (1, 1, 25.25, 'x', 1), (2, 3, 15.00, 'x', 2)")
     project.refresh()
     project.sql(f"INSERT INTO o VALUES (3, 2, {amount}, 'x', 3)")
@@ -49,7 +63,14 @@ def test_a_row_updated_twice_ends_as_its_table_allows() -> None:
     tree = [(1, None), (2, 1), (3, 1), (4, 2), (5, 4), (6, 3), (7, 5)]
     for seed in range(300):
         rng = random.Random(seed)
-        churn = Churn(rng, [ChurnTable("tree", ("id", "parent"), (12, 11), lambda: (12, 11), {"parent": 99}, allows)])
+        churn = Churn(
+            rng,
+            [
+                ChurnTable(
+                    "tree", ("id", "parent"), (12, 11), lambda: (12, 11), {"parent": 99}, allows
+                )
+            ],
+        )
         db = sqlite3.connect(":memory:")
         db.execute("CREATE TABLE tree (id INT, parent INT)")
         db.executemany("INSERT INTO tree VALUES (?, ?)", tree)

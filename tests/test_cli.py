@@ -25,7 +25,20 @@ import ivm_sql.session
 from ivm_sql.cli import app
 
 MakeProject = Callable[[dict[str, str]], Path]
-COMMANDS = {"init", "migrate", "compile", "graph", "refresh", "status", "verify", "sql", "server", "drop", "prune", "optimize"}
+COMMANDS = {
+    "init",
+    "migrate",
+    "compile",
+    "graph",
+    "refresh",
+    "status",
+    "verify",
+    "sql",
+    "server",
+    "drop",
+    "prune",
+    "optimize",
+}
 
 TABLES = """\
 CREATE TABLE customers (id INT, country STRING);
@@ -56,7 +69,9 @@ SHOP = {
 VIEW_NAMES = ("big_orders", "revenue", "uk_customers")
 
 # One line of `ivm refresh`: view, rows in, rows out, seconds, strategy.
-REFRESH_LINE = re.compile(r"^(?P<view>\S+)\s+(?P<rows_in>\d+)\s+(?P<rows_out>\d+)\s+(?P<seconds>\d+\.\d)s\s+(?P<strategy>.+)$")
+REFRESH_LINE = re.compile(
+    r"^(?P<view>\S+)\s+(?P<rows_in>\d+)\s+(?P<rows_out>\d+)\s+(?P<seconds>\d+\.\d)s\s+(?P<strategy>.+)$"
+)
 
 
 # helpers ---------------------------------------------------------------------------------
@@ -75,7 +90,9 @@ def ivm(project: Path, *args: str, wide: bool = False) -> Result:
 def ok(project: Path, *args: str, wide: bool = False) -> str:
     """Run a command that must succeed; its standard output."""
     result = ivm(project, *args, wide=wide)
-    assert result.exit_code == 0, f"ivm {' '.join(args)} exited {result.exit_code}:\n{result.output}"
+    assert result.exit_code == 0, (
+        f"ivm {' '.join(args)} exited {result.exit_code}:\n{result.output}"
+    )
     assert result.exception is None or isinstance(result.exception, SystemExit)
     return result.stdout
 
@@ -108,7 +125,9 @@ def table_rows(stdout: str) -> list[list[str]]:
 
 def assert_no_traceback(result: Result) -> None:
     assert "Traceback" not in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
 
 
 def tables_of(spark: SparkSession, database: str) -> set[str]:
@@ -217,14 +236,17 @@ def test_cli_reuses_the_test_session(
     assert built[0]._jsparkSession.equals(spark._jsparkSession)
     assert built[0].sparkContext is spark.sparkContext
     assert spark.conf.get("spark.sql.warehouse.dir") == warehouse
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # the project's conf was not applied
+    # the project's conf was not applied
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
     assert not (project / ".ivm").exists()  # nothing of a new embedded session was set up
 
 
 # migrate ------------------------------------------------------------------------------------
 
 
-def test_migrate_lists_files_then_says_up_to_date(spark: SparkSession, tmp_project: MakeProject) -> None:
+def test_migrate_lists_files_then_says_up_to_date(
+    spark: SparkSession, tmp_project: MakeProject
+) -> None:
     project = tmp_project(SHOP)
     first = ok(project, "migrate")
     assert first.splitlines() == ["0001_tables.sql: 2 applied", "0002_seed.sql: 2 applied"]
@@ -240,14 +262,18 @@ def test_migrate_without_migrations(spark: SparkSession, tmp_project: MakeProjec
 # compile ------------------------------------------------------------------------------------
 
 
-def test_compile_prints_the_merge_and_strategy_and_creates_nothing(spark: SparkSession, migrated: Path) -> None:
+def test_compile_prints_the_merge_and_strategy_and_creates_nothing(
+    spark: SparkSession, migrated: Path
+) -> None:
     database = database_of(migrated)
     before = tables_of(spark, database)
 
     text = flat(ok(migrated, "compile"))
     for view in VIEW_NAMES:
         assert f"-- view {database}.{view} ({migrated.resolve() / 'views' / 'shop.sql'}:" in text
-        assert re.search(rf"-- stage \d+/\d+: {database}\.__ivm_{view}\S* \[\w+\] incremental", text), view
+        assert re.search(
+            rf"-- stage \d+/\d+: {database}\.__ivm_{view}\S* \[\w+\] incremental", text
+        ), view
     assert text.count("MERGE INTO") >= len(VIEW_NAMES)
 
     one = flat(ok(migrated, "compile", "revenue"))
@@ -259,7 +285,9 @@ def test_compile_prints_the_merge_and_strategy_and_creates_nothing(spark: SparkS
     assert not any(spark.catalog.tableExists(f"{database}.{view}") for view in VIEW_NAMES)
 
 
-def test_compile_out_writes_one_file_per_view(spark: SparkSession, migrated: Path, tmp_path: Path) -> None:
+def test_compile_out_writes_one_file_per_view(
+    spark: SparkSession, migrated: Path, tmp_path: Path
+) -> None:
     database = database_of(migrated)
     before = tables_of(spark, database)
     out = tmp_path / "compiled"
@@ -299,7 +327,9 @@ def test_unknown_view_exits_1_listing_the_views(spark: SparkSession, migrated: P
 # refresh, status, sql, verify ---------------------------------------------------------------
 
 
-def test_refresh_status_sql_verify_round_trip(spark: SparkSession, tmp_project: MakeProject) -> None:
+def test_refresh_status_sql_verify_round_trip(
+    spark: SparkSession, tmp_project: MakeProject
+) -> None:
     project = tmp_project(SHOP)
     database = database_of(project)
     ok(project, "migrate")
@@ -311,19 +341,23 @@ def test_refresh_status_sql_verify_round_trip(spark: SparkSession, tmp_project: 
     # first refresh: every view created
     created = refresh_lines(ok(project, "refresh"))
     assert sorted(created) == sorted(VIEW_NAMES)
-    assert {v: r["strategy"] for v, r in created.items()} == {v: "created (new)" for v in VIEW_NAMES}
+    assert {v: r["strategy"] for v, r in created.items()} == dict.fromkeys(
+        VIEW_NAMES, "created (new)"
+    )
     assert created["big_orders"]["rows_out"] == "2"
     assert created["uk_customers"]["rows_out"] == "1"
     assert all(float(r["seconds"]) >= 0 for r in created.values())
 
     # nothing changed: nothing to do
     unchanged = refresh_lines(ok(project, "refresh"))
-    assert {v: (r["rows_in"], r["rows_out"], r["strategy"]) for v, r in unchanged.items()} == {
-        v: ("0", "0", "unchanged") for v in VIEW_NAMES
-    }
+    assert {
+        v: (r["rows_in"], r["rows_out"], r["strategy"]) for v, r in unchanged.items()
+    } == dict.fromkeys(VIEW_NAMES, ("0", "0", "unchanged"))
 
     # change a row through `ivm sql`
-    assert table_rows(ok(project, "sql", "UPDATE orders SET amount = 50 WHERE id = 1", wide=True)) == [["1"]]
+    assert table_rows(
+        ok(project, "sql", "UPDATE orders SET amount = 50 WHERE id = 1", wide=True)
+    ) == [["1"]]
     status = {row[0].split(".")[-1]: row for row in table_rows(ok(project, "status", wide=True))}
     pending = re.compile(rf"{database}\.orders@\d+")
     assert pending.search(status["big_orders"][2]) and pending.search(status["revenue"][2])
@@ -339,10 +373,15 @@ def test_refresh_status_sql_verify_round_trip(spark: SparkSession, tmp_project: 
     assert int(changed["big_orders"]["rows_out"]) >= 1 and int(changed["revenue"]["rows_out"]) >= 1
 
     assert table_rows(ok(project, "sql", "SELECT * FROM revenue ORDER BY country", wide=True)) == [
-        ["UK", "2", "70"], ["US", "1", "30"],
+        ["UK", "2", "70"],
+        ["US", "1", "30"],
     ]
-    assert table_rows(ok(project, "sql", "SELECT id, amount FROM big_orders ORDER BY id", wide=True)) == [
-        ["1", "50"], ["2", "20"], ["3", "30"],
+    assert table_rows(
+        ok(project, "sql", "SELECT id, amount FROM big_orders ORDER BY id", wide=True)
+    ) == [
+        ["1", "50"],
+        ["2", "20"],
+        ["3", "30"],
     ]
     status = {row[0].split(".")[-1]: row for row in table_rows(ok(project, "status", wide=True))}
     assert all(row[2] == "none" for row in status.values())
@@ -356,7 +395,9 @@ def test_refresh_status_sql_verify_round_trip(spark: SparkSession, tmp_project: 
     assert list(one) == ["revenue"] and one["revenue"]["strategy"] == "unchanged"
 
 
-def test_change_that_cancels_out_leaves_nothing_pending(spark: SparkSession, tmp_project: MakeProject) -> None:
+def test_change_that_cancels_out_leaves_nothing_pending(
+    spark: SparkSession, tmp_project: MakeProject
+) -> None:
     """An update no view can see (its change consolidates to nothing) is still recorded.
 
     Today Delta makes no commit for a MERGE whose source is empty, so the stage's version
@@ -374,31 +415,42 @@ def test_change_that_cancels_out_leaves_nothing_pending(spark: SparkSession, tmp
     assert first["big_orders"]["rows_out"] == first["revenue"]["rows_out"] == "0"
 
     second = refresh_lines(ok(project, "refresh"))
-    assert {v: r["strategy"] for v, r in second.items()} == {v: "unchanged" for v in VIEW_NAMES}
+    assert {v: r["strategy"] for v, r in second.items()} == dict.fromkeys(VIEW_NAMES, "unchanged")
     status = table_rows(ok(project, "status", wide=True))
     assert [row[2] for row in status] == ["none"] * len(VIEW_NAMES)
     assert ok(project, "verify").split().count("ok") == len(VIEW_NAMES)
 
 
-def test_union_whose_branches_name_columns_differently(spark: SparkSession, tmp_project: MakeProject) -> None:
+def test_union_whose_branches_name_columns_differently(
+    spark: SparkSession, tmp_project: MakeProject
+) -> None:
     """A UNION takes its column names from its first branch, even when only a later branch changed.
 
     Today a refresh after a change to the second branch's table alone fails with
     UNRESOLVED_COLUMN: the change of the union is named after the branch that changed.
     """
-    project = tmp_project({
-        "migrations/0001_tables.sql": "CREATE TABLE a (x INT);\nCREATE TABLE b (y INT);\n"
-                                      "INSERT INTO a VALUES (1);\nINSERT INTO b VALUES (2);\n",
-        "views/u.sql": "CREATE VIEW u AS SELECT x FROM a UNION SELECT y FROM b;\n"
-                       "CREATE VIEW ua AS SELECT x FROM a UNION ALL SELECT y FROM b;\n",
-    })
+    project = tmp_project(
+        {
+            "migrations/0001_tables.sql": "CREATE TABLE a (x INT);\nCREATE TABLE b (y INT);\n"
+            "INSERT INTO a VALUES (1);\nINSERT INTO b VALUES (2);\n",
+            "views/u.sql": "CREATE VIEW u AS SELECT x FROM a UNION SELECT y FROM b;\n"
+            "CREATE VIEW ua AS SELECT x FROM a UNION ALL SELECT y FROM b;\n",
+        }
+    )
     ok(project, "migrate")
     ok(project, "refresh")
     ok(project, "sql", "INSERT INTO b VALUES (3)")
     result = ivm(project, "refresh", wide=True)
     assert result.exit_code == 0, result.output
-    assert {v: r["strategy"] for v, r in refresh_lines(result.stdout).items()} == {"u": "incremental", "ua": "incremental"}
-    assert table_rows(ok(project, "sql", "SELECT x FROM u ORDER BY x", wide=True)) == [["1"], ["2"], ["3"]]
+    assert {v: r["strategy"] for v, r in refresh_lines(result.stdout).items()} == {
+        "u": "incremental",
+        "ua": "incremental",
+    }
+    assert table_rows(ok(project, "sql", "SELECT x FROM u ORDER BY x", wide=True)) == [
+        ["1"],
+        ["2"],
+        ["3"],
+    ]
     assert ok(project, "verify").split().count("ok") == 2
 
 
@@ -409,7 +461,9 @@ def test_verify_before_refresh_fails(spark: SparkSession, migrated: Path) -> Non
     assert "never refreshed" in result.stdout
 
 
-def test_bad_sql_statement_is_one_line_without_traceback(spark: SparkSession, migrated: Path) -> None:
+def test_bad_sql_statement_is_one_line_without_traceback(
+    spark: SparkSession, migrated: Path
+) -> None:
     result = ivm(migrated, "sql", "SELEC 1")
     assert result.exit_code == 1
     assert_no_traceback(result)
@@ -433,7 +487,11 @@ def test_long_error_is_still_one_line(spark: SparkSession, migrated: Path) -> No
     ("body", "refused", "line"),
     [
         # non-deterministic: no single correct content to maintain, ever
-        ("SELECT o.id,\n       o.amount * rand() AS noisy\nFROM orders o", "non-deterministic function RAND()", 4),
+        (
+            "SELECT o.id,\n       o.amount * rand() AS noisy\nFROM orders o",
+            "non-deterministic function RAND()",
+            4,
+        ),
         # an order that a stored table cannot keep
         ("SELECT o.id\nFROM orders o\nORDER BY o.id", "ORDER BY", 5),
     ],
@@ -443,11 +501,13 @@ def test_unsupported_view_names_file_and_line(
     spark: SparkSession, tmp_project: MakeProject, body: str, refused: str, line: int
 ) -> None:
     """Compile and refresh both refuse the view, pointing at the line of the construct."""
-    project = tmp_project({
-        **SHOP,
-        "views/shop.sql": "CREATE VIEW fine AS SELECT id FROM orders;\n",
-        "views/odd.sql": "-- a view ivm cannot keep\nCREATE VIEW odd AS\n" + body + ";\n",
-    })
+    project = tmp_project(
+        {
+            **SHOP,
+            "views/shop.sql": "CREATE VIEW fine AS SELECT id FROM orders;\n",
+            "views/odd.sql": "-- a view ivm cannot keep\nCREATE VIEW odd AS\n" + body + ";\n",
+        }
+    )
     ok(project, "migrate")
     database = database_of(project)
     for command in ("compile", "refresh"):
@@ -455,9 +515,12 @@ def test_unsupported_view_names_file_and_line(
         assert result.exit_code == 1, command
         assert_no_traceback(result)
         message = flat(result.stderr)
-        assert f"{project.resolve() / 'views' / 'odd.sql'}:{line}: unsupported: {refused}" in message, message
+        assert (
+            f"{project.resolve() / 'views' / 'odd.sql'}:{line}: unsupported: {refused}" in message
+        ), message
         assert "in view odd" in message and "hint:" in message
-    assert not spark.catalog.tableExists(f"{database}.fine")  # refresh refused before doing anything
+    # refresh refused before doing anything
+    assert not spark.catalog.tableExists(f"{database}.fine")
 
 
 # no Java ------------------------------------------------------------------------------------
@@ -473,13 +536,18 @@ def test_without_java_status_fails_fast_with_one_message(tmp_path: Path) -> None
     script = Path(sys.executable).parent / "ivm"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "ivm_sql.cli"]
     env = {
-        key: value for key, value in os.environ.items()
+        key: value
+        for key, value in os.environ.items()
         if key not in ("JAVA_HOME", "SPARK_HOME", "PYSPARK_SUBMIT_ARGS", "COLUMNS")
     }
     env.update(PATH=str(empty_bin), JAVA_HOME=str(tmp_path / "no-jdk"))
 
     result = subprocess.run(
-        [*command, "-p", str(project), "status"], env=env, capture_output=True, text=True, timeout=120
+        [*command, "-p", str(project), "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
     assert result.returncode != 0

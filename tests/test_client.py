@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import threading
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -26,24 +26,30 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("argv, sent", [
-    (["refresh"], True),
-    (["-v", "status", "--json"], True),
-    (["sql", "SELECT 1"], True),
-    (["compile", "v"], True),
-    (["migrate"], True),
-    (["verify"], True),
-    (["refresh", "--watch"], True),  # the client forwards its signals: the first stops the watch
-    (["refresh", "--every=2s", "--watch"], True),
-    (["compile", "--out", "dir"], False),  # writes files where the client is
-    (["refresh", "--help"], False),
-    (["--help"], False),
-    (["graph"], False),
-    (["server", "status"], False),
-    (["init"], False),
-    ([], False),
-    (["--bogus", "refresh"], False),  # the CLI says what is wrong
-])
+@pytest.mark.parametrize(
+    "argv, sent",
+    [
+        (["refresh"], True),
+        (["-v", "status", "--json"], True),
+        (["sql", "SELECT 1"], True),
+        (["compile", "v"], True),
+        (["migrate"], True),
+        (["verify"], True),
+        (
+            ["refresh", "--watch"],
+            True,
+        ),  # the client forwards its signals: the first stops the watch
+        (["refresh", "--every=2s", "--watch"], True),
+        (["compile", "--out", "dir"], False),  # writes files where the client is
+        (["refresh", "--help"], False),
+        (["--help"], False),
+        (["graph"], False),
+        (["server", "status"], False),
+        (["init"], False),
+        ([], False),
+        (["--bogus", "refresh"], False),  # the CLI says what is wrong
+    ],
+)
 def test_the_commands_the_server_runs(project: Path, argv: list[str], sent: bool) -> None:
     route = served(["-p", str(project), *argv])
     assert (route is not None) == sent
@@ -59,7 +65,11 @@ def test_the_project_folder_is_found_as_the_cli_finds_it(tmp_path: Path) -> None
     (pipeline / "sub").mkdir(parents=True)
     (pipeline / "spark-pipeline.yml").write_text("name: p\nstorage: s\n")
     root, command = served([f"--project={pipeline / 'sub'}", "status"])
-    assert root == pipeline.resolve() and command == ["--project", str(pipeline.resolve()), "status"]
+    assert root == pipeline.resolve() and command == [
+        "--project",
+        str(pipeline.resolve()),
+        "status",
+    ]
 
 
 def test_a_deep_project_keeps_its_socket_in_a_private_folder(tmp_path: Path) -> None:
@@ -108,20 +118,30 @@ def test_the_next_command_of_a_project_starts_warm(project: Path) -> None:
     projects = WarmProjects(handed.append)
     with projects.opened(project, False) as first:
         first._plans["a view"] = "its plan"
-        with projects.opened(project, False) as second:  # at the same time: cold, on dicts of its own
+        with projects.opened(
+            project, False
+        ) as second:  # at the same time: cold, on dicts of its own
             assert second._plans == {}
     with projects.opened(project, False) as third:
         assert third._plans is first._plans and third._analysis is first._analysis
     (project / "ivm.yaml").write_text("database: other\n")
     with projects.opened(project, False) as changed:  # other settings: nothing is taken over
         assert changed._plans == {}
-    assert handed == [{}] * 4  # each command's stage versions, for WarmSnapshots: none refreshed here
+    # each command's stage versions, for WarmSnapshots: none refreshed here
+    assert handed == [{}] * 4
 
 
 def test_the_client_loads_neither_spark_nor_the_compiler() -> None:
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, ivm_sql.client; print(sorted(m for m in ('pyspark', 'sqlglot', 'typer', 'ivm_sql.cli', 'ivm_sql.project') if m in sys.modules))"],
-        capture_output=True, text=True, cwd=REPO, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, ivm_sql.client; print(sorted(m for m in ('pyspark', 'sqlglot', 'typer', 'ivm_sql.cli', 'ivm_sql.project') if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
     )
     assert loaded.stdout.strip() == "[]"
 

@@ -69,18 +69,44 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     port, web_port = free_port(), free_port()
     url, work_dir = f"spark://127.0.0.1:{port}", tmp_path / "worker"
     commands = {
-        "master": ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                   "--webui-port", str(web_port)],
-        "worker": ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                   "--work-dir", str(work_dir), "--webui-port", str(free_port()), url],
+        "master": [
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(web_port),
+        ],
+        "worker": [
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--cores",
+            "1",
+            "--memory",
+            "1g",
+            "--work-dir",
+            str(work_dir),
+            "--webui-port",
+            str(free_port()),
+            url,
+        ],
     }
     processes: list[subprocess.Popen] = []
     result = Cluster(url, f"http://127.0.0.1:{web_port}", work_dir)
     try:
         for name, arguments in commands.items():
             with open(tmp_path / f"{name}.log", "wb") as log:
-                processes.append(subprocess.Popen([str(SPARK_CLASS), *arguments], stdout=log, stderr=subprocess.STDOUT,
-                                                  env=ENV, start_new_session=True))
+                processes.append(
+                    subprocess.Popen(
+                        [str(SPARK_CLASS), *arguments],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        env=ENV,
+                        start_new_session=True,
+                    )
+                )
         wait_for("the worker to register", lambda: result.state()["aliveworkers"] == 1, processes)
         yield result
     finally:
@@ -112,8 +138,14 @@ def test_demo_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path) -> 
     )
 
     def ivm(*arguments: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "ivm_sql.cli", *arguments], cwd=project, env=ENV,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-m", "ivm_sql.cli", *arguments],
+            cwd=project,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, f"ivm {' '.join(arguments)}: {done.stdout}{done.stderr}"
         return done.stdout
 
@@ -124,7 +156,14 @@ def test_demo_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path) -> 
     ivm("migrate")
     assert strategies(ivm("refresh")) == dict.fromkeys(DEMO_VIEWS, "created")
     # the rest through the Python API, in one more application
-    done = subprocess.run([sys.executable, "-c", API_ROUND], cwd=project, env=ENV, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", API_ROUND],
+        cwd=project,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, f"the API round: {done.stdout}{done.stderr}"
     round_trip = json.loads(done.stdout.strip().splitlines()[-1])
     assert round_trip["refresh"] == dict.fromkeys(DEMO_VIEWS, "incremental")
@@ -138,8 +177,12 @@ def test_demo_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path) -> 
     apps = sorted(cluster.work_dir.glob("app-*"))
     assert len(apps) == 3
     for app in apps:
-        assert list(app.glob("*/io.delta_delta-spark_*.jar")), f"no Delta jar among the executor files of {app.name}"
-    assert "Running task" in "".join(log.read_text(errors="replace") for log in apps[1].glob("*/stderr"))
+        assert list(app.glob("*/io.delta_delta-spark_*.jar")), (
+            f"no Delta jar among the executor files of {app.name}"
+        )
+    assert "Running task" in "".join(
+        log.read_text(errors="replace") for log in apps[1].glob("*/stderr")
+    )
 
 
 # A changed row, an incremental refresh and a verify through the Python API (ivm.yaml's

@@ -1,5 +1,5 @@
 """Two refreshes of the same views at the same time, from two threads sharing one Spark
-session: neither loses nor doubles a change (``runtime.concurrent``)."""
+session: neither loses nor doubles a change (``storage.concurrent``)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,31 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from oracle import (
+    INCREMENTAL_ONLY,
+    MIGRATION,
+    RandomChanges,
+    ViewSpec,
+    compare_views,
+    values_clause,
+    views_file,
+)
+
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import ViewReport
-
-from oracle import INCREMENTAL_ONLY, MIGRATION, RandomChanges, ViewSpec, compare_views, values_clause, views_file
 
 MakeProject = Callable[[dict[str, str]], Path]
 
 PAIRS = 20
 # a join (three stages: its integral below the bag of rows) and an aggregate over it
-LINES = ViewSpec("lines", "SELECT o.id, o.qty, c.country FROM orders o JOIN customers c ON o.customer_id = c.id")
-BY_COUNTRY = ViewSpec("by_country", "SELECT country, COUNT(*) AS n, SUM(qty) AS q FROM lines GROUP BY country",
-                      reads=("lines",))
+LINES = ViewSpec(
+    "lines", "SELECT o.id, o.qty, c.country FROM orders o JOIN customers c ON o.customer_id = c.id"
+)
+BY_COUNTRY = ViewSpec(
+    "by_country",
+    "SELECT country, COUNT(*) AS n, SUM(qty) AS q FROM lines GROUP BY country",
+    reads=("lines",),
+)
 SPECS = [LINES, BY_COUNTRY]
 
 
@@ -60,10 +73,16 @@ def refresh_pair(projects: tuple[Project, Project], late: list[str]) -> list[lis
     return results
 
 
-def test_concurrent_refreshes_neither_lose_nor_double_a_change(spark, tmp_project: MakeProject) -> None:
-    root = tmp_project({
-        "migrations/0001_tables.sql": MIGRATION, "views/views.sql": views_file(SPECS), "ivm.yaml": INCREMENTAL_ONLY,
-    })
+def test_concurrent_refreshes_neither_lose_nor_double_a_change(
+    spark, tmp_project: MakeProject
+) -> None:
+    root = tmp_project(
+        {
+            "migrations/0001_tables.sql": MIGRATION,
+            "views/views.sql": views_file(SPECS),
+            "ivm.yaml": INCREMENTAL_ONLY,
+        }
+    )
     projects = (Project.open(root, spark=spark), Project.open(root, spark=spark))
     projects[0].migrate()
     rng = random.Random(12)
@@ -78,7 +97,9 @@ def test_concurrent_refreshes_neither_lose_nor_double_a_change(spark, tmp_projec
         late = [some_change(changes, rng)] if pair % 2 else []
         for reports in refresh_pair(projects, late):
             seen.update(r.action for r in reports)
-        if pair % 5 == 4:  # a doubled or lost change stays in a view: comparing now and then finds it
+        if (
+            pair % 5 == 4
+        ):  # a doubled or lost change stays in a view: comparing now and then finds it
             failures = compare_views(spark, projects[0].database, SPECS, f"after pair {pair}")
             assert not failures, "\n\n".join(failures)
         print(f"  pair {pair}: {time.perf_counter() - started:.1f}s", flush=True)

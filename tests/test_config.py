@@ -116,7 +116,9 @@ def test_error_text_shows_file_and_line(tmp_path: Path) -> None:
 
 
 def test_spark_remote_is_a_connect_url(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, "spark:\n  remote: sc://cluster.example:15002/;use_ssl=true\n"))
+    config = load_config(
+        write(tmp_path, "spark:\n  remote: sc://cluster.example:15002/;use_ssl=true\n")
+    )
     assert config.spark.remote == "sc://cluster.example:15002/;use_ssl=true"
     assert not config.is_embedded  # the endpoint keeps its own catalog
 
@@ -145,28 +147,84 @@ def test_spark_remote_and_master_together_are_refused(tmp_path: Path) -> None:
 
 
 def test_spark_token_env_names_the_remotes_token(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, "spark:\n  token_env: SHOP_TOKEN\n  remote: sc://cluster.example:15002/;use_ssl=true\n"))
+    config = load_config(
+        write(
+            tmp_path,
+            "spark:\n  token_env: SHOP_TOKEN\n  remote: sc://cluster.example:15002/;use_ssl=true\n",
+        )
+    )
     assert config.spark.token_env == "SHOP_TOKEN"
-    assert load_config(write(tmp_path, "spark:\n  remote: sc://localhost\n")).spark.token_env is None
+    assert (
+        load_config(write(tmp_path, "spark:\n  remote: sc://localhost\n")).spark.token_env is None
+    )
     # a loopback address with TLS: pyspark sends the token over it
-    assert load_config(write(tmp_path, "spark:\n  remote: sc://127.0.0.1/;use_ssl=true\n  token_env: T\n")).spark.token_env == "T"
+    assert (
+        load_config(
+            write(tmp_path, "spark:\n  remote: sc://127.0.0.1/;use_ssl=true\n  token_env: T\n")
+        ).spark.token_env
+        == "T"
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "line", "words", "hint"),
     [
-        ("spark:\n  remote: sc://host:15002/;token=s3cret\n", 2, "must not hold the server's token", "token_env"),
-        ("spark:\n  remote: sc://host/;use_ssl=true;token=s3cret\n", 2, "must not hold the server's token", "token_env"),
-        ("spark:\n  master: local[2]\n  token_env: SHOP_TOKEN\n", 3, "spark.token_env is set without spark.remote", ".ivm/server.json"),
-        ("spark:\n  remote: sc://host\n  token_env: abc-123-s3cret\n", 3, "is not the name of an environment variable", "not the token itself"),
-        ("spark:\n  remote: sc://host\n  token_env: 7\n", 3, "spark.token_env must be a string", None),
-        ("spark:\n  remote: sc://127.0.0.1:15002\n  token_env: T\n", 3, "pyspark sends a token to it only over TLS", "localhost"),
-        ("spark:\n  conf:\n    spark.connect.authenticate.token: s3cret\n", 3, "must not set spark.connect.authenticate.token", "token_env"),
+        (
+            "spark:\n  remote: sc://host:15002/;token=s3cret\n",
+            2,
+            "must not hold the server's token",
+            "token_env",
+        ),
+        (
+            "spark:\n  remote: sc://host/;use_ssl=true;token=s3cret\n",
+            2,
+            "must not hold the server's token",
+            "token_env",
+        ),
+        (
+            "spark:\n  master: local[2]\n  token_env: SHOP_TOKEN\n",
+            3,
+            "spark.token_env is set without spark.remote",
+            ".ivm/server.json",
+        ),
+        (
+            "spark:\n  remote: sc://host\n  token_env: abc-123-s3cret\n",
+            3,
+            "is not the name of an environment variable",
+            "not the token itself",
+        ),
+        (
+            "spark:\n  remote: sc://host\n  token_env: 7\n",
+            3,
+            "spark.token_env must be a string",
+            None,
+        ),
+        (
+            "spark:\n  remote: sc://127.0.0.1:15002\n  token_env: T\n",
+            3,
+            "pyspark sends a token to it only over TLS",
+            "localhost",
+        ),
+        (
+            "spark:\n  conf:\n    spark.connect.authenticate.token: s3cret\n",
+            3,
+            "must not set spark.connect.authenticate.token",
+            "token_env",
+        ),
     ],
-    ids=["token-in-url", "token-after-use-ssl", "token-env-without-remote", "token-env-is-a-token", "token-env-a-number",
-         "token-to-a-loopback-address", "token-in-spark-conf"],
+    ids=[
+        "token-in-url",
+        "token-after-use-ssl",
+        "token-env-without-remote",
+        "token-env-is-a-token",
+        "token-env-a-number",
+        "token-to-a-loopback-address",
+        "token-in-spark-conf",
+    ],
 )
-def test_a_token_is_never_read_from_ivm_yaml(tmp_path: Path, text: str, line: int, words: str, hint: str | None) -> None:
+def test_a_token_is_never_read_from_ivm_yaml(
+    tmp_path: Path, text: str, line: int, words: str, hint: str | None
+) -> None:
     error = load_error(tmp_path, text)
     assert error.location is not None and error.location.line == line
     assert words in error.message and "s3cret" not in error.message

@@ -12,12 +12,19 @@ def never_counted(table: str) -> int:
 
 
 def test_small_change_stays_incremental_without_counting_rows() -> None:
-    assert CostModel(0.1).recompute_reason({"db.orders": SMALL_CHANGE, "db.customers": 0}, never_counted) is None
+    assert (
+        CostModel(0.1).recompute_reason(
+            {"db.orders": SMALL_CHANGE, "db.customers": 0}, never_counted
+        )
+        is None
+    )
 
 
 def test_change_over_the_share_is_recomputed_with_the_numbers() -> None:
     rows = {"db.orders": 100_000, "db.customers": 50_000}
-    reason = CostModel(0.1).recompute_reason({"db.orders": 20_000, "db.customers": 0}, rows.__getitem__)
+    reason = CostModel(0.1).recompute_reason(
+        {"db.orders": 20_000, "db.customers": 0}, rows.__getitem__
+    )
     assert reason == (
         "cheaper than incremental: 20,000 changed rows are 13% of the 150,000 rows it reads (recompute_above: 0.1)"
     )
@@ -26,7 +33,12 @@ def test_change_over_the_share_is_recomputed_with_the_numbers() -> None:
 @pytest.mark.parametrize("share", [0.2, None])
 def test_change_under_the_share_or_never_stays_incremental(share: float | None) -> None:
     rows = {"db.orders": 100_000, "db.customers": 50_000}
-    assert CostModel(share).recompute_reason({"db.orders": 20_000, "db.customers": 0}, rows.__getitem__) is None
+    assert (
+        CostModel(share).recompute_reason(
+            {"db.orders": 20_000, "db.customers": 0}, rows.__getitem__
+        )
+        is None
+    )
 
 
 def test_compile_describes_the_decision() -> None:
@@ -43,8 +55,12 @@ def test_change_that_scans_what_a_recompute_scans_is_recomputed_with_the_sizes()
     assert CostModel(0.1).scan_reason(27_000_000, 27_000_000) is not None
 
 
-@pytest.mark.parametrize("change, recompute", [(0, 19_000_000), (600_000, 19_700_000), (5, 0), (None, 10), (10, None)])
-def test_change_that_scans_less_or_unknown_stays_incremental(change: int | None, recompute: int | None) -> None:
+@pytest.mark.parametrize(
+    "change, recompute", [(0, 19_000_000), (600_000, 19_700_000), (5, 0), (None, 10), (10, None)]
+)
+def test_change_that_scans_less_or_unknown_stays_incremental(
+    change: int | None, recompute: int | None
+) -> None:
     assert CostModel(0.1).scan_reason(change, recompute) is None
 
 

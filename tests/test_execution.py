@@ -18,7 +18,7 @@ from ivm_sql.physical.execution import (
     is_small,
     scanned_versions,
 )
-from ivm_sql.runtime.delta_log import DeltaLog
+from ivm_sql.storage.delta_log import DeltaLog
 
 
 def test_small_only_when_every_size_is_known_and_the_sum_is_under_the_limit() -> None:
@@ -73,4 +73,3 @@ def test_table_size_comes_from_the_commits_checksum_file(spark, tmp_path) -> Non
         assert DeltaLog(spark).size_bytes(table, 1) is None  # no checksum: size unknown
     finally:
         spark.sql(f"DROP TABLE {table}")
-

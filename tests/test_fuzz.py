@@ -8,8 +8,11 @@ against a static catalog of the oracle's tables.
 from __future__ import annotations
 
 import pytest
+from fuzz import family_coverage, fuzz
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
+from oracle import MakeProject, global_recomputes, plain_dml_recomputed
+from viewgen import FAMILIES, TABLES, GeneratedView, batches
 
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler import compile_views
@@ -17,15 +20,18 @@ from ivm_sql.errors import Location
 from ivm_sql.runtime.refresh import ViewReport
 from ivm_sql.viewdefs import parse_view
 
-from fuzz import family_coverage, fuzz
-from oracle import MakeProject, global_recomputes, plain_dml_recomputed
-from viewgen import FAMILIES, TABLES, GeneratedView, batches
-
 SQL_TYPES = {"int": "int", "str": "string", "dec": "decimal(10,2)"}
-CATALOG = StaticCatalog({f"db.{t.name}": [(c.name, SQL_TYPES[c.kind]) for c in t.columns] for t in TABLES})
+CATALOG = StaticCatalog(
+    {f"db.{t.name}": [(c.name, SQL_TYPES[c.kind]) for c in t.columns] for t in TABLES}
+)
 
-GENERATOR = settings(max_examples=60, database=None, deadline=None, phases=(Phase.generate,),
-                     suppress_health_check=list(HealthCheck))
+GENERATOR = settings(
+    max_examples=60,
+    database=None,
+    deadline=None,
+    phases=(Phase.generate,),
+    suppress_health_check=list(HealthCheck),
+)
 
 
 @hypothesis_seed(21)
@@ -36,8 +42,12 @@ def test_generated_views_compile_and_read_only_earlier_views(batch: list[Generat
     for position, generated in enumerate(batch):
         assert set(generated.spec.reads) <= set(names[:position]), generated.spec
         assert len({c.name for c in generated.columns}) == len(generated.columns), generated.spec
-    views = [parse_view(g.spec.create_statement(), Location(f"{g.spec.name}.sql", 1)) for g in batch]
-    assert sorted(plan.name for plan in compile_views(views, CATALOG, "db")) == sorted(f"db.{n}" for n in names)
+    views = [
+        parse_view(g.spec.create_statement(), Location(f"{g.spec.name}.sql", 1)) for g in batch
+    ]
+    assert sorted(plan.name for plan in compile_views(views, CATALOG, "db")) == sorted(
+        f"db.{n}" for n in names
+    )
 
 
 def test_the_generator_reaches_every_family() -> None:
@@ -62,7 +72,9 @@ def test_random_views_equal_their_select(spark, tmp_project: MakeProject) -> Non
     assert not report.findings, "\n\n".join(report.tests(39))
     assert report.views >= 7
     missing = family_coverage(report)
-    assert len(missing) <= len(FAMILIES) // 3, f"the batch used too few families; missing {sorted(missing)}"
+    assert len(missing) <= len(FAMILIES) // 3, (
+        f"the batch used too few families; missing {sorted(missing)}"
+    )
 
 
 def test_a_view_with_two_recompute_all_stages_may_say_either() -> None:
@@ -72,10 +84,16 @@ def test_a_view_with_two_recompute_all_stages_may_say_either() -> None:
     view = parse_view(
         "CREATE VIEW v16 AS SELECT COUNT(DISTINCT c1.country) AS d, COUNT(*) AS n FROM customers c1 "
         "JOIN customers c2 ON c1.id = c2.id WHERE EXISTS (SELECT 1 FROM products p1 WHERE p1.id = 1);",
-        Location("v16.sql", 1))
+        Location("v16.sql", 1),
+    )
     (plan,) = compile_views([view], CATALOG, "db")
     strategies = [stage.strategy for stage in plan.stages if stage.recomputes_all]
     assert len(strategies) == 2
     reports = [ViewReport(plan.name, "recomputed", strategy) for strategy in strategies]
     assert plain_dml_recomputed(reports, global_recomputes([plan])) == []
-    assert plain_dml_recomputed([ViewReport(plan.name, "recomputed", "--full")], global_recomputes([plan])) != []
+    assert (
+        plain_dml_recomputed(
+            [ViewReport(plan.name, "recomputed", "--full")], global_recomputes([plan])
+        )
+        != []
+    )

@@ -30,9 +30,18 @@ DATABASE = "shop"
 
 SHOP = {
     "shop.customers": [("id", "int"), ("name", "string"), ("country", "string")],
-    "shop.products": [("id", "int"), ("name", "string"), ("category", "string"), ("price", "decimal(10,2)")],
+    "shop.products": [
+        ("id", "int"),
+        ("name", "string"),
+        ("category", "string"),
+        ("price", "decimal(10,2)"),
+    ],
     "shop.orders": [
-        ("id", "int"), ("customer_id", "int"), ("product_id", "int"), ("quantity", "int"), ("status", "string"),
+        ("id", "int"),
+        ("customer_id", "int"),
+        ("product_id", "int"),
+        ("quantity", "int"),
+        ("status", "string"),
     ],
 }
 
@@ -66,7 +75,9 @@ def test_compile_output_matches_golden(plans: dict[str, ViewPlan], name: str) ->
         return
     assert path.exists(), f"no golden file {path}; run with IVM_UPDATE_GOLDEN=1 to create it"
     expected = path.read_text(encoding="utf-8")
-    assert actual == expected, f"{name}: compile output changed; if intended, rerun with IVM_UPDATE_GOLDEN=1 and review the diff"
+    assert actual == expected, (
+        f"{name}: compile output changed; if intended, rerun with IVM_UPDATE_GOLDEN=1 and review the diff"
+    )
 
 
 def test_one_golden_file_per_demo_view() -> None:
@@ -88,7 +99,9 @@ def test_golden_sql_parses(plans: dict[str, ViewPlan]) -> None:
     """Every statement of the output is Spark SQL sqlglot can read back."""
     for plan in plans.values():
         for statement in render(plan).split(";\n"):
-            body = "\n".join(line for line in statement.splitlines() if not line.startswith("--")).strip()
+            body = "\n".join(
+                line for line in statement.splitlines() if not line.startswith("--")
+            ).strip()
             if body:
                 sqlglot.parse_one(body, read="spark")
 
@@ -101,7 +114,8 @@ def test_hand_written_schemas_match_the_migration() -> None:
         if isinstance(statement, exp.Create) and statement.kind == "TABLE":
             schema = statement.this
             tables[f"{DATABASE}.{schema.this.name.lower()}"] = [
-                (c.name.lower(), c.args["kind"].sql("spark").lower().replace(" ", "")) for c in schema.expressions
+                (c.name.lower(), c.args["kind"].sql("spark").lower().replace(" ", ""))
+                for c in schema.expressions
             ]
     normalized = {t: [(c, ty.replace(" ", "")) for c, ty in cols] for t, cols in SHOP.items()}
     assert tables == normalized

@@ -7,21 +7,25 @@ import uuid
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+from test_cli import keep_current_database  # noqa: F401 (autouse fixture)
 from typer.testing import CliRunner
 
 from ivm_sql.cli import app
 from ivm_sql.config import load_config
 from ivm_sql.scaffold import FILES
-from test_cli import keep_current_database  # noqa: F401 (autouse fixture)
 
 
 def ivm(*args: str) -> str:
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": "250"})
-    assert result.exit_code == 0, f"ivm {' '.join(args)} exited {result.exit_code}:\n{result.output}"
+    assert result.exit_code == 0, (
+        f"ivm {' '.join(args)} exited {result.exit_code}:\n{result.output}"
+    )
     return result.stdout
 
 
-def test_init_makes_a_project_that_migrates_refreshes_and_verifies(spark: SparkSession, tmp_path: Path) -> None:
+def test_init_makes_a_project_that_migrates_refreshes_and_verifies(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     root = tmp_path / f"new-shop-{uuid.uuid4().hex[:8]}"  # its database is named after it
     created = ivm("init", str(root)).splitlines()
     assert created[:-1] == [f"created {root.resolve() / name}" for name in FILES]
@@ -31,7 +35,11 @@ def test_init_makes_a_project_that_migrates_refreshes_and_verifies(spark: SparkS
 
     assert ivm("-p", str(root), "migrate").split() == ["0001_create_events.sql:", "2", "applied"]
     refreshed = ivm("-p", str(root), "refresh").splitlines()
-    assert refreshed[1].split()[0] == f"{database}.events_per_kind" and "created (new)" in refreshed[1]
+    assert (
+        refreshed[1].split()[0] == f"{database}.events_per_kind" and "created (new)" in refreshed[1]
+    )
     assert ivm("-p", str(root), "verify").split() == ["ok", f"{database}.events_per_kind"]
-    rows = spark.sql(f"SELECT kind, events, total FROM {database}.events_per_kind ORDER BY kind").collect()
+    rows = spark.sql(
+        f"SELECT kind, events, total FROM {database}.events_per_kind ORDER BY kind"
+    ).collect()
     assert [tuple(r) for r in rows] == [("click", 2, 8), ("view", 1, 1)]

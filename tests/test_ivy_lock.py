@@ -18,10 +18,14 @@ HOLD = 1.5  # seconds the other process holds the lock
 def hold_lock(path: Path, seconds: float) -> subprocess.Popen:
     """Another process holding the lock for ``seconds``; returns once it holds it."""
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from ivm_sql.session import ivy_lock\n"
-         f"with ivy_lock(Path({str(path)!r})):\n    print('held', flush=True); time.sleep({seconds})"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from ivm_sql.session import ivy_lock\n"
+            f"with ivy_lock(Path({str(path)!r})):\n    print('held', flush=True); time.sleep({seconds})",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder

@@ -17,23 +17,29 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
+from test_cli import (  # noqa: F401 (keep_current_database: the CLI's USE must not leak into other tests)
+    REFRESH_LINE,
+    assert_no_traceback,
+    database_of,
+    ivm,
+    keep_current_database,
+    ok,
+    table_rows,
+    tables_of,
+)
 
 from ivm_sql.physical.execution import session_settings
 from ivm_sql.progress import RefreshProgress
-from ivm_sql.runtime.delta_log import DeltaLog
-from ivm_sql.runtime.history import log_gap
 from ivm_sql.runtime.lifecycle import VACUUM_SETTINGS, retention_hours
 from ivm_sql.runtime.refresh import StageStart
-
-from test_cli import (  # noqa: F401 (keep_current_database: the CLI's USE must not leak into other tests)
-    REFRESH_LINE, assert_no_traceback, database_of, ivm, keep_current_database, ok, table_rows, tables_of,
-)
+from ivm_sql.storage.delta_log import DeltaLog
+from ivm_sql.storage.history import log_gap
 
 MakeProject = Callable[[dict[str, str]], Path]
 
 BASE = {
     "migrations/0001_t.sql": "CREATE TABLE t (id INT, v INT) USING DELTA;\n"
-                             "INSERT INTO t VALUES (1, 1), (2, 2), (3, 3);\n",
+    "INSERT INTO t VALUES (1, 1), (2, 2), (3, 3);\n",
 }
 # lo is read by hi: hi's stage reads lo's table through its change data feed
 CHAIN = "CREATE VIEW lo AS SELECT id, v FROM t WHERE v > 1;\nCREATE VIEW hi AS SELECT COUNT(*) AS n, SUM(v) AS s FROM lo;\n"
@@ -48,7 +54,9 @@ def document(stdout: str) -> dict:
 def no_retention_check(spark: SparkSession) -> Iterator[None]:
     """Let VACUUM keep fewer hours than Delta's default 7 days, as the tests need, and list
     folders in few tasks (as ivm's own VACUUM does) when a test vacuums a base table."""
-    with session_settings(spark, {"spark.databricks.delta.retentionDurationCheck.enabled": "false", **VACUUM_SETTINGS}):
+    with session_settings(
+        spark, {"spark.databricks.delta.retentionDurationCheck.enabled": "false", **VACUUM_SETTINGS}
+    ):
         yield
 
 
@@ -76,7 +84,12 @@ def test_json_documents_hold_the_tables_facts(spark: SparkSession, chain: tuple[
     created = document(printed)
     assert [v["view"] for v in created["views"]] == [f"{database}.lo", f"{database}.hi"]
     lo = created["views"][0]
-    assert (lo["action"], lo["reason"], lo["strategy"], lo["rows_out"]) == ("created", "new", "created (new)", 2)
+    assert (lo["action"], lo["reason"], lo["strategy"], lo["rows_out"]) == (
+        "created",
+        "new",
+        "created (new)",
+        2,
+    )
     assert lo["versions"] == {f"{database}.t": 1} and lo["now"] is None and lo["seconds"] > 0
     assert created["totals"]["views"] == 2 and created["totals"]["created"] == 2
     assert created["totals"]["rows_out"] == sum(v["rows_out"] for v in created["views"])
@@ -84,32 +97,44 @@ def test_json_documents_hold_the_tables_facts(spark: SparkSession, chain: tuple[
     status = document(ok(project, "status", "--json"))
     assert status["orphaned"] == []
     assert {v["view"]: (v["refreshed"], v["rows"], v["pending"]) for v in status["views"]} == {
-        f"{database}.lo": (True, 2, {}), f"{database}.hi": (True, 1, {}),
+        f"{database}.lo": (True, 2, {}),
+        f"{database}.hi": (True, 1, {}),
     }
 
     compiled = document(ok(project, "compile", "--json", "hi"))["views"]
     assert [c["view"] for c in compiled] == [f"{database}.hi"]
     assert "MERGE INTO" in compiled[0]["sql"]
-    assert compiled[0]["stages"] == [{
-        "table": f"{database}.__ivm_hi", "kind": "aggregate",
-        "strategy": "incremental: COUNT/SUM/AVG per group updated from the change alone",
-    }]
+    assert compiled[0]["stages"] == [
+        {
+            "table": f"{database}.__ivm_hi",
+            "kind": "aggregate",
+            "strategy": "incremental: COUNT/SUM/AVG per group updated from the change alone",
+        }
+    ]
 
     verified = document(ok(project, "verify", "--json"))
     assert verified["ok"] is True
-    assert [(v["view"], v["ok"], v["skipped"], v["missing"], v["extra"]) for v in verified["views"]] == [
-        (f"{database}.lo", True, False, [], []), (f"{database}.hi", True, False, [], []),
+    assert [
+        (v["view"], v["ok"], v["skipped"], v["missing"], v["extra"]) for v in verified["views"]
+    ] == [
+        (f"{database}.lo", True, False, [], []),
+        (f"{database}.hi", True, False, [], []),
     ]
 
     error = ivm(project, "compile", "--json", "nope")
     assert error.exit_code == 1
     assert_no_traceback(error)
     assert document(error.stdout) == {
-        "error": "no view named nope", "kind": "SQL error", "location": None, "hint": "views of this project: hi, lo",
+        "error": "no view named nope",
+        "kind": "SQL error",
+        "location": None,
+        "hint": "views of this project: hi, lo",
     }
 
 
-def test_plain_refresh_off_a_terminal_prints_only_its_lines(spark: SparkSession, chain: tuple[Path, str]) -> None:
+def test_plain_refresh_off_a_terminal_prints_only_its_lines(
+    spark: SparkSession, chain: tuple[Path, str]
+) -> None:
     project, _ = chain
     ok(project, "sql", "UPDATE t SET v = 5 WHERE id = 3")
     lines = ok(project, "refresh").splitlines()
@@ -152,7 +177,10 @@ def test_optimize_keeps_the_change_feed_a_lagging_view_reads(
     deleted = re.search(r"RETAIN 0 HOURS: (\d+) files deleted", done[f"{database}.__ivm_hi"])
     assert deleted and int(deleted.group(1)) > 0, done  # nothing reads hi's feed: its old files go
 
-    after = {r["view"]: r["strategy"] for r in map(REFRESH_LINE.match, ok(project, "refresh").splitlines()[1:])}
+    after = {
+        r["view"]: r["strategy"]
+        for r in map(REFRESH_LINE.match, ok(project, "refresh").splitlines()[1:])
+    }
     assert after == {f"{database}.lo": "unchanged", f"{database}.hi": "incremental"}
     assert ok(project, "verify").split().count("ok") == 2
 
@@ -177,13 +205,17 @@ def test_vacuumed_source_history_recomputes_with_the_reason(
 # orphaned state ---------------------------------------------------------------------------
 
 
-def test_orphaned_state_is_listed_then_dropped_and_pruned(spark: SparkSession, tmp_project: MakeProject) -> None:
-    project = tmp_project({
-        **BASE,
-        "views/keep.sql": "CREATE VIEW keep AS SELECT id FROM t;\n",
-        "views/gone.sql": "CREATE VIEW gone AS SELECT id FROM t WHERE v > 1;\n"
-                          "CREATE VIEW gone2 AS SELECT v, COUNT(*) AS n FROM t GROUP BY v;\n",
-    })
+def test_orphaned_state_is_listed_then_dropped_and_pruned(
+    spark: SparkSession, tmp_project: MakeProject
+) -> None:
+    project = tmp_project(
+        {
+            **BASE,
+            "views/keep.sql": "CREATE VIEW keep AS SELECT id FROM t;\n",
+            "views/gone.sql": "CREATE VIEW gone AS SELECT id FROM t WHERE v > 1;\n"
+            "CREATE VIEW gone2 AS SELECT v, COUNT(*) AS n FROM t GROUP BY v;\n",
+        }
+    )
     database = database_of(project)
     ok(project, "migrate")
     ok(project, "refresh")
@@ -194,8 +226,18 @@ def test_orphaned_state_is_listed_then_dropped_and_pruned(spark: SparkSession, t
     status = document(ok(project, "status", "--json"))
     assert [v["view"] for v in status["views"]] == [f"{database}.keep"]
     assert status["orphaned"] == [
-        {"view": f"{database}.gone", "tables": [f"{database}.__ivm_gone"], "user_view": f"{database}.gone", "defined": False},
-        {"view": f"{database}.gone2", "tables": [f"{database}.__ivm_gone2"], "user_view": f"{database}.gone2", "defined": False},
+        {
+            "view": f"{database}.gone",
+            "tables": [f"{database}.__ivm_gone"],
+            "user_view": f"{database}.gone",
+            "defined": False,
+        },
+        {
+            "view": f"{database}.gone2",
+            "tables": [f"{database}.__ivm_gone2"],
+            "user_view": f"{database}.gone2",
+            "defined": False,
+        },
     ]
     plain = ok(project, "status", wide=True)
     assert "orphaned state" in plain
@@ -221,10 +263,20 @@ def test_orphaned_state_is_listed_then_dropped_and_pruned(spark: SparkSession, t
     assert document(ok(project, "status", "--json"))["orphaned"] == []
 
 
-def test_projects_sharing_a_database_leave_each_others_state_alone(spark: SparkSession, tmp_project: MakeProject) -> None:
+def test_projects_sharing_a_database_leave_each_others_state_alone(
+    spark: SparkSession, tmp_project: MakeProject
+) -> None:
     shared = f"database: t_{uuid.uuid4().hex[:8]}\n"
-    first = tmp_project({**BASE, "ivm.yaml": shared, "views/a.sql": "CREATE VIEW a AS SELECT id FROM t;\n"})
-    second = tmp_project({**BASE, "ivm.yaml": shared, "views/b.sql": "CREATE VIEW b AS SELECT v, COUNT(*) AS n FROM t GROUP BY v;\n"})
+    first = tmp_project(
+        {**BASE, "ivm.yaml": shared, "views/a.sql": "CREATE VIEW a AS SELECT id FROM t;\n"}
+    )
+    second = tmp_project(
+        {
+            **BASE,
+            "ivm.yaml": shared,
+            "views/b.sql": "CREATE VIEW b AS SELECT v, COUNT(*) AS n FROM t GROUP BY v;\n",
+        }
+    )
     database = database_of(first)
     ok(first, "migrate")
     ok(second, "migrate")  # the same migration file: already applied by the first
@@ -237,14 +289,23 @@ def test_projects_sharing_a_database_leave_each_others_state_alone(spark: SparkS
     assert {"__ivm_a", "a", "__ivm_b", "b"} <= tables_of(spark, database)
 
     (first / "views" / "a.sql").unlink()  # the first's own orphan is still the first's to drop
-    assert [s["view"] for s in document(ok(first, "status", "--json"))["orphaned"]] == [f"{database}.a"]
+    assert [s["view"] for s in document(ok(first, "status", "--json"))["orphaned"]] == [
+        f"{database}.a"
+    ]
     assert document(ok(second, "status", "--json"))["orphaned"] == []
     ok(first, "prune", "--yes")
-    assert not {"__ivm_a", "a"} & tables_of(spark, database) and {"__ivm_b", "b"} <= tables_of(spark, database)
+    assert not {"__ivm_a", "a"} & tables_of(spark, database) and {"__ivm_b", "b"} <= tables_of(
+        spark, database
+    )
 
 
-def answered_on_a_terminal(project: Path, answer: str, *args: str, monkeypatch: pytest.MonkeyPatch,
-                           capsys: pytest.CaptureFixture) -> tuple[int, str]:
+def answered_on_a_terminal(
+    project: Path,
+    answer: str,
+    *args: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> tuple[int, str]:
     """``ivm ARGS...`` in this process with a pseudo-terminal as its standard input, on which
     ``answer`` is typed; its exit code and standard output."""
     from ivm_sql.cli import app
@@ -260,20 +321,32 @@ def answered_on_a_terminal(project: Path, answer: str, *args: str, monkeypatch: 
 
 
 def test_prune_on_a_terminal_asks_and_drops_only_on_yes(
-    spark: SparkSession, tmp_project: MakeProject, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+    spark: SparkSession,
+    tmp_project: MakeProject,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
 ) -> None:
-    project = tmp_project({**BASE, "views/v.sql": "CREATE VIEW keep AS SELECT id FROM t;\n",
-                           "views/gone.sql": "CREATE VIEW gone AS SELECT id FROM t WHERE v > 1;\n"})
+    project = tmp_project(
+        {
+            **BASE,
+            "views/v.sql": "CREATE VIEW keep AS SELECT id FROM t;\n",
+            "views/gone.sql": "CREATE VIEW gone AS SELECT id FROM t WHERE v > 1;\n",
+        }
+    )
     database = database_of(project)
     ok(project, "migrate")
     ok(project, "refresh")
     (project / "views" / "gone.sql").unlink()
 
-    code, printed = answered_on_a_terminal(project, "n\n", "prune", monkeypatch=monkeypatch, capsys=capsys)
+    code, printed = answered_on_a_terminal(
+        project, "n\n", "prune", monkeypatch=monkeypatch, capsys=capsys
+    )
     assert code == 1 and "drop them? [y/N]" in printed and "nothing dropped" in printed
     assert {"__ivm_gone", "gone"} <= tables_of(spark, database)
 
-    code, printed = answered_on_a_terminal(project, "y\n", "drop", "gone", monkeypatch=monkeypatch, capsys=capsys)
+    code, printed = answered_on_a_terminal(
+        project, "y\n", "drop", "gone", monkeypatch=monkeypatch, capsys=capsys
+    )
     assert code == 0 and f"table {database}.__ivm_gone" in printed and "dropped 2" in printed
     assert not {"__ivm_gone", "gone"} & tables_of(spark, database)
 
@@ -316,5 +389,6 @@ def test_history_cleaned_from_the_log_is_a_reason_to_recompute(tmp_path: Path) -
     assert log_gap(log, {"db.__ivm_v": (0, 3)}) == (
         "the history of db.__ivm_v after version 0 is gone: its log starts at version 2 (delta.logRetentionDuration)"
     )
-    assert log_gap(log, {"db.__ivm_v": (1, 3)}) is None  # its changes start at version 2, still there
+    # its changes start at version 2, still there
+    assert log_gap(log, {"db.__ivm_v": (1, 3)}) is None
     assert log_gap(log, {"db.__ivm_v": (0, 0)}) is None  # nothing to read

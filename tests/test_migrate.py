@@ -39,7 +39,11 @@ def test_applies_in_version_order_once(spark: SparkSession, tmp_project: MakePro
         }
     )
     config, results = run(spark, project)
-    assert counts(results) == [("1_create.sql", 1, 0), ("2_seed.sql", 1, 0), ("10_derive.sql", 1, 0)]
+    assert counts(results) == [
+        ("1_create.sql", 1, 0),
+        ("2_seed.sql", 1, 0),
+        ("10_derive.sql", 1, 0),
+    ]
     assert steps(spark, config) == [2, 20]
 
     _, again = run(spark, project)
@@ -98,7 +102,9 @@ def test_editing_an_applied_statement_is_refused(
     run(spark, project)
 
     # Whitespace does not count as an edit.
-    (project / path).write_text("CREATE TABLE log (step   INT);\n\nINSERT INTO log\n  VALUES (1);\n")
+    (project / path).write_text(
+        "CREATE TABLE log (step   INT);\n\nINSERT INTO log\n  VALUES (1);\n"
+    )
     run(spark, project)
 
     (project / path).write_text("CREATE TABLE log (step INT);\nINSERT INTO log VALUES (2);\n")

@@ -24,14 +24,20 @@ INSERT INTO odd VALUES (1, 'x', 10, 'p', 100), (2, 'x', 20, 'q', NULL), (3, 'y',
 
 SPECS = [
     # a bag whose columns Delta refuses without column mapping, and ones it accepts as they are
-    ViewSpec("rows", "SELECT k, `a col` AS `x y`, `ü` AS `naïve`, `a.b` AS `q.b`, `select` AS `from`, "
-                     "k * 2 AS `(k=2)` FROM odd WHERE k > 1"),
+    ViewSpec(
+        "rows",
+        "SELECT k, `a col` AS `x y`, `ü` AS `naïve`, `a.b` AS `q.b`, `select` AS `from`, "
+        "k * 2 AS `(k=2)` FROM odd WHERE k > 1",
+    ),
     # a quoted reserved word as the view's name
     ViewSpec("`select`", "SELECT DISTINCT `a.b` AS `a;b`, `ü` % 20 AS `tab\tname` FROM odd"),
     # a view over a view, grouped by an awkward column: reads the other view's table through
     # its change data feed; its own table keeps ivm's names for the groups
-    ViewSpec("over", "SELECT `x y`, COUNT(*) AS `n,1`, SUM(`from`) AS `total from` FROM `rows` GROUP BY `x y`",
-             reads=("rows",)),
+    ViewSpec(
+        "over",
+        "SELECT `x y`, COUNT(*) AS `n,1`, SUM(`from`) AS `total from` FROM `rows` GROUP BY `x y`",
+        reads=("rows",),
+    ),
 ]
 
 NAMES = [spec.name.strip("`") for spec in SPECS]
@@ -43,14 +49,23 @@ CHANGES = [
 ]
 
 
-def test_awkward_names_refresh_incrementally_and_match_their_select(spark, tmp_project: MakeProject) -> None:
-    project = Project.open(tmp_project({"migrations/0001_odd.sql": BASE, "views/odd.sql": views_file(SPECS)}), spark=spark)
+def test_awkward_names_refresh_incrementally_and_match_their_select(
+    spark, tmp_project: MakeProject
+) -> None:
+    project = Project.open(
+        tmp_project({"migrations/0001_odd.sql": BASE, "views/odd.sql": views_file(SPECS)}),
+        spark=spark,
+    )
     project.migrate()
     created = project.refresh()
     assert {r.action for r in created} == {"created"}
     # a mapped table's feed is turned on in a commit after its load: the load's rows still count
     assert all(r.rows_out > 0 for r in created), [(r.view, r.rows_out) for r in created]
-    assert mapped_with_change_feed(spark, project.database) == {"rows": True, "select": True, "over": False}
+    assert mapped_with_change_feed(spark, project.database) == {
+        "rows": True,
+        "select": True,
+        "over": False,
+    }
 
     for statement in CHANGES:
         project.sql(statement)
@@ -62,14 +77,20 @@ def test_awkward_names_refresh_incrementally_and_match_their_select(spark, tmp_p
     # a recompute replaces a mapped table with its feed off (Delta refuses to turn mapping on
     # in a commit that writes files while the feed is on), then turns the feed back on
     assert {r.action for r in project.refresh(full=True)} == {"recomputed"}
-    assert mapped_with_change_feed(spark, project.database) == {"rows": True, "select": True, "over": False}
+    assert mapped_with_change_feed(spark, project.database) == {
+        "rows": True,
+        "select": True,
+        "over": False,
+    }
 
 
 def mapped_with_change_feed(spark, database: str) -> dict[str, bool]:
     """Per view: whether its table has column mapping; every table must have its change feed on."""
     mapped = {}
     for name in NAMES:
-        properties = dict(tuple(row) for row in spark.sql(f"SHOW TBLPROPERTIES {database}.__ivm_{name}").collect())
+        properties = dict(
+            tuple(row) for row in spark.sql(f"SHOW TBLPROPERTIES {database}.__ivm_{name}").collect()
+        )
         assert properties["delta.enableChangeDataFeed"] == "true", name
         mapped[name] = properties.get("delta.columnMapping.mode") == "name"
     return mapped

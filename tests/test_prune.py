@@ -44,7 +44,8 @@ def tpch_stages(name: str) -> list[Stage]:
         if isinstance(statement, exp.Create) and isinstance(statement.this, exp.Schema):
             tables[f"tpch.{statement.this.this.name}"] = [
                 (c.name.lower(), c.args["kind"].sql("spark").lower())
-                for c in statement.this.expressions if isinstance(c, exp.ColumnDef)
+                for c in statement.this.expressions
+                if isinstance(c, exp.ColumnDef)
             ]
     views = [v for v in load_views(TPCH / "queries") if v.name == name]
     (plan,) = compile_views(views, StaticCatalog(tables), "tpch")
@@ -59,7 +60,12 @@ def test_q21_exists_stage_keeps_only_what_the_stages_above_read() -> None:
     above reads the order and supplier keys, the GROUP BY above it s_name."""
     first, second, *_ = tpch_stages("q21")
     assert first.node.columns == ("supplier__s_name", "l1__l_orderkey", "l1__l_suppkey")
-    assert stored_columns(first.node) == ("supplier__s_name", "l1__l_orderkey", "l1__l_suppkey", "__ivm_k0")
+    assert stored_columns(first.node) == (
+        "supplier__s_name",
+        "l1__l_orderkey",
+        "l1__l_suppkey",
+        "__ivm_k0",
+    )
     assert second.node.columns == ("__j1__supplier__s_name",)
     assert stored_columns(second.node) == ("__j1__supplier__s_name", "__ivm_k0")
 
@@ -68,9 +74,16 @@ def test_q04_keeps_the_grouped_column_and_the_join_key() -> None:
     first, _ = tpch_stages("q04")
     assert stored_columns(first.node) == ("orders__o_orderpriority", "__ivm_k0")
     left = dict(first.node.sources)["__l"]
-    assert left.columns == ("orders__o_orderkey", "orders__o_orderpriority")  # the key, and what is read
+    assert left.columns == (
+        "orders__o_orderkey",
+        "orders__o_orderpriority",
+    )  # the key, and what is read
     scan = only(left)
-    assert isinstance(scan, Scan) and scan.columns == ("o_orderkey", "o_orderdate", "o_orderpriority")
+    assert isinstance(scan, Scan) and scan.columns == (
+        "o_orderkey",
+        "o_orderdate",
+        "o_orderpriority",
+    )
 
 
 # select-project-join -------------------------------------------------------------------
@@ -78,10 +91,17 @@ def test_q04_keeps_the_grouped_column_and_the_join_key() -> None:
 
 def test_select_drops_an_unused_column_and_its_input_columns() -> None:
     inner = Select(
-        (("t", Scan("db.t", ("a", "b", "c"))),), None, ("x", "y", "z"),
+        (("t", Scan("db.t", ("a", "b", "c"))),),
+        None,
+        ("x", "y", "z"),
         (col("a", "t"), exp.Add(this=col("b", "t"), expression=col("b", "t")), col("c", "t")),
     )
-    root = Select((("s", inner),), exp.GT(this=col("z", "s"), expression=exp.Literal.number(0)), ("x",), (col("x", "s"),))
+    root = Select(
+        (("s", inner),),
+        exp.GT(this=col("z", "s"), expression=exp.Literal.number(0)),
+        ("x",),
+        (col("x", "s"),),
+    )
     pruned = prune(root)
     assert pruned.columns == ("x",)
     narrowed = only(pruned)
@@ -92,7 +112,9 @@ def test_select_drops_an_unused_column_and_its_input_columns() -> None:
 
 
 def test_the_root_keeps_all_its_columns_in_order() -> None:
-    root = Select((("t", Scan("db.t", ("a", "b", "c"))),), None, ("c", "a"), (col("c", "t"), col("a", "t")))
+    root = Select(
+        (("t", Scan("db.t", ("a", "b", "c"))),), None, ("c", "a"), (col("c", "t"), col("a", "t"))
+    )
     pruned = prune(root)
     assert pruned.columns == ("c", "a")
     assert only(pruned).columns == ("a", "c")  # a Scan keeps the stored order
@@ -109,7 +131,10 @@ def test_scan_expressions_stay_aligned_with_its_columns() -> None:
 def test_a_generator_is_kept_even_when_nothing_reads_it() -> None:
     """explode turns one row into several: dropping it would change how many rows there are."""
     inner = Select(
-        (("t", Scan("db.t", ("a", "arr"))),), None, ("a", "e"), (col("a", "t"), exp.Explode(this=col("arr", "t"))),
+        (("t", Scan("db.t", ("a", "arr"))),),
+        None,
+        ("a", "e"),
+        (col("a", "t"), exp.Explode(this=col("arr", "t"))),
     )
     root = Select((("s", inner),), None, ("a",), (col("a", "s"),))
     narrowed = only(prune(root))
@@ -118,7 +143,9 @@ def test_a_generator_is_kept_even_when_nothing_reads_it() -> None:
 
 
 def test_lateral_view_keeps_its_generator() -> None:
-    (stage,) = stages("CREATE VIEW v AS SELECT t.a FROM t LATERAL VIEW explode(array(t.b, t.b)) g AS item")
+    (stage,) = stages(
+        "CREATE VIEW v AS SELECT t.a FROM t LATERAL VIEW explode(array(t.b, t.b)) g AS item"
+    )
     wrapped = only(stage.node)
     assert isinstance(wrapped, Select) and len(wrapped.laterals) == 1
     assert wrapped.columns == ("t__a",)
@@ -136,19 +163,25 @@ def test_distinct_is_not_narrowed() -> None:
 
 
 def test_intersect_is_not_narrowed() -> None:
-    (first,) = stages("CREATE VIEW v AS SELECT s.a FROM (SELECT a, b FROM t INTERSECT SELECT a, d FROM u) s")
+    (first,) = stages(
+        "CREATE VIEW v AS SELECT s.a FROM (SELECT a, b FROM t INTERSECT SELECT a, d FROM u) s"
+    )
     assert isinstance(first.node, Recompute)
     assert first.node.columns == ("a", "b")
     assert [child.columns for _, child in first.node.sources] == [("a", "b"), ("a", "d")]
 
 
 def test_except_all_is_not_narrowed() -> None:
-    (first,) = stages("CREATE VIEW v AS SELECT s.b FROM (SELECT a, b FROM t EXCEPT ALL SELECT a, d FROM u) s")
+    (first,) = stages(
+        "CREATE VIEW v AS SELECT s.b FROM (SELECT a, b FROM t EXCEPT ALL SELECT a, d FROM u) s"
+    )
     assert [child.columns for _, child in first.node.sources] == [("a", "b"), ("a", "d")]
 
 
 def test_aggregate_keeps_the_results_read_above_and_reads_their_keys_and_arguments() -> None:
-    stage, _ = stages("CREATE VIEW v AS SELECT s.b, s.n FROM (SELECT b, SUM(a) AS total, COUNT(*) AS n FROM t GROUP BY b) s")
+    stage, _ = stages(
+        "CREATE VIEW v AS SELECT s.b, s.n FROM (SELECT b, SUM(a) AS total, COUNT(*) AS n FROM t GROUP BY b) s"
+    )
     assert isinstance(stage.node, Aggregate)
     assert stage.node.columns == ("g0", "agg1")
     assert stage.input.columns == ("g0",)
@@ -175,14 +208,18 @@ def test_not_in_keeps_the_facts_and_the_listed_value() -> None:
 
 
 def test_top_k_keeps_the_order_by_columns_of_its_input() -> None:
-    (first,) = stages("CREATE VIEW v AS SELECT s.a FROM (SELECT a, b, c FROM t ORDER BY b DESC, a LIMIT 3) s")
+    (first,) = stages(
+        "CREATE VIEW v AS SELECT s.a FROM (SELECT a, b, c FROM t ORDER BY b DESC, a LIMIT 3) s"
+    )
     assert isinstance(first.node, Recompute)
     assert first.node.columns == ("a",)
     assert only(first.node).columns == ("a", "b")
 
 
 def test_max_per_group_drops_an_unread_result() -> None:
-    first, _ = stages("CREATE VIEW v AS SELECT s.b, s.hi FROM (SELECT b, MAX(a) AS hi, MIN(c) AS lo FROM t GROUP BY b) s")
+    first, _ = stages(
+        "CREATE VIEW v AS SELECT s.b, s.hi FROM (SELECT b, MAX(a) AS hi, MIN(c) AS lo FROM t GROUP BY b) s"
+    )
     assert isinstance(first.node, Aggregate)
     assert first.node.columns == ("g0", "agg0")
     assert only(first.node).columns == ("g0", "a0")  # a1 (for MIN(c)) is read by nothing
@@ -190,7 +227,9 @@ def test_max_per_group_drops_an_unread_result() -> None:
 
 def test_global_aggregate_read_for_its_row_alone_keeps_one_row() -> None:
     """Without GROUP BY the aggregate is one row even with no result read: a global Aggregate."""
-    first, top = stages("CREATE VIEW v AS SELECT 1 AS one FROM (SELECT MAX(a) AS hi, MIN(b) AS lo FROM t) s")
+    first, top = stages(
+        "CREATE VIEW v AS SELECT 1 AS one FROM (SELECT MAX(a) AS hi, MIN(b) AS lo FROM t) s"
+    )
     assert isinstance(first.node, Aggregate) and first.node.keys == ()
     assert first.node.columns == ()
     assert top.node.sources[0][1].columns == ()  # the view reads no column of it, only its row
@@ -217,20 +256,31 @@ def test_full_recompute_is_kept_whole() -> None:
 
 def recompute_over_t(query: str) -> Recompute:
     """A recompute reading db.t as input ``__in``, keyed by a, with ``query`` over it."""
-    inner = Select((("t", Scan("db.t", ("a", "b", "c"))),), None, ("a", "b", "c"), (col("a", "t"), col("b", "t"), col("c", "t")))
+    inner = Select(
+        (("t", Scan("db.t", ("a", "b", "c"))),),
+        None,
+        ("a", "b", "c"),
+        (col("a", "t"), col("b", "t"), col("c", "t")),
+    )
     parsed = sqlglot.parse_one(query, read="spark")
     columns = tuple(parsed.named_selects[:-1])
     return Recompute((("__in", inner),), (("a",),), parsed, columns, "test")
 
 
 def test_recompute_input_read_under_another_alias() -> None:
-    node = recompute_over_t("SELECT x.b AS b, max(x.c) AS hi, x.a AS __ivm_k0 FROM __in AS x GROUP BY x.a, x.b")
+    node = recompute_over_t(
+        "SELECT x.b AS b, max(x.c) AS hi, x.a AS __ivm_k0 FROM __in AS x GROUP BY x.a, x.b"
+    )
     root = Select((("r", node),), None, ("b",), (col("b", "r"),))
     pruned = only(prune(root))
     assert pruned.columns == ("b",)
-    assert pruned.query.sql("spark") == "SELECT x.b AS b, x.a AS __ivm_k0 FROM __in AS x GROUP BY x.a, x.b"
+    assert (
+        pruned.query.sql("spark")
+        == "SELECT x.b AS b, x.a AS __ivm_k0 FROM __in AS x GROUP BY x.a, x.b"
+    )
     assert only(pruned).columns == ("a", "b")  # a: the key; c was read only by the dropped MAX
-    assert node.query.sql("spark").startswith("SELECT x.b AS b, MAX(x.c) AS hi")  # not modified in place
+    # not modified in place
+    assert node.query.sql("spark").startswith("SELECT x.b AS b, MAX(x.c) AS hi")
 
 
 def test_recompute_query_with_an_alias_bound_twice_is_kept_whole() -> None:
@@ -246,7 +296,9 @@ def test_recompute_query_with_an_alias_bound_twice_is_kept_whole() -> None:
 
 
 def test_union_all_is_narrowed_by_position() -> None:
-    (stage,) = stages("CREATE VIEW v AS SELECT s.x FROM (SELECT a AS x, b AS y FROM t UNION ALL SELECT d, a FROM u) s")
+    (stage,) = stages(
+        "CREATE VIEW v AS SELECT s.x FROM (SELECT a AS x, b AS y FROM t UNION ALL SELECT d, a FROM u) s"
+    )
     union = only(stage.node)
     assert isinstance(union, UnionAll)
     assert union.columns == ("x",)
@@ -262,11 +314,16 @@ def test_union_all_with_a_branch_that_cannot_narrow_keeps_every_position() -> No
     assert isinstance(union, UnionAll)
     assert union.columns == ("x", "y")
     assert [b.columns for b in union.branches] == [("x", "y"), ("a", "d")]
-    assert isinstance(first.node, Select) and first.node.columns == ("a", "d")  # the DISTINCT's input
+    assert isinstance(first.node, Select) and first.node.columns == (
+        "a",
+        "d",
+    )  # the DISTINCT's input
 
 
 def test_union_under_distinct_is_not_narrowed() -> None:
-    (first,) = stages("CREATE VIEW v AS SELECT s.x FROM (SELECT a AS x, b AS y FROM t UNION SELECT a, d FROM u) s")
+    (first,) = stages(
+        "CREATE VIEW v AS SELECT s.x FROM (SELECT a AS x, b AS y FROM t UNION SELECT a, d FROM u) s"
+    )
     assert first.kind == "distinct"
     union = first.node
     assert isinstance(union, UnionAll) and union.columns == ("x", "y")
@@ -275,7 +332,9 @@ def test_union_under_distinct_is_not_narrowed() -> None:
 
 def test_a_tree_without_anything_to_drop_is_unchanged() -> None:
     scan = Scan("db.t", ("a", "b"))
-    root = Distinct(Select((("t", scan),), None, ("a", "b"), (col("a", "t"), col("b", "t"))), ("a", "b"))
+    root = Distinct(
+        Select((("t", scan),), None, ("a", "b"), (col("a", "t"), col("b", "t"))), ("a", "b")
+    )
     pruned = prune(root)
     assert pruned.columns == ("a", "b")
     assert only(pruned).columns == ("a", "b") and only(only(pruned)).columns == ("a", "b")

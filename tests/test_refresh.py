@@ -8,14 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 
 from ivm_sql.compiler import EVERY_REFRESH_REASON
 from ivm_sql.errors import IvmError, SqlError
 from ivm_sql.physical import bounds
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import Refresher, ViewReport
-
-from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -28,23 +27,38 @@ SEED = [
 ]
 
 # A join against an aggregated subquery under a GROUP BY: three stages in one view.
-ROLLUP = ViewSpec("rollup", """
+ROLLUP = ViewSpec(
+    "rollup",
+    """
 SELECT c.country, SUM(t.total_qty) AS q, COUNT(*) AS n
 FROM customers c
 JOIN (SELECT customer_id, SUM(qty) AS total_qty FROM orders GROUP BY customer_id) t ON t.customer_id = c.id
-GROUP BY c.country""")
-LINES = ViewSpec("lines", "SELECT o.id, o.qty, c.country FROM orders o JOIN customers c ON o.customer_id = c.id")
-BY_COUNTRY = ViewSpec("by_country", "SELECT country, SUM(qty) AS q, COUNT(*) AS n FROM lines GROUP BY country",
-    reads=("lines",))
+GROUP BY c.country""",
+)
+LINES = ViewSpec(
+    "lines", "SELECT o.id, o.qty, c.country FROM orders o JOIN customers c ON o.customer_id = c.id"
+)
+BY_COUNTRY = ViewSpec(
+    "by_country",
+    "SELECT country, SUM(qty) AS q, COUNT(*) AS n FROM lines GROUP BY country",
+    reads=("lines",),
+)
 STATUSES = ViewSpec("statuses", "SELECT DISTINCT status FROM orders", materialized=True)
 COUNTRIES = ViewSpec("countries", "SELECT country, COUNT(*) AS n FROM customers GROUP BY country")
 
 
-def open_project(spark, tmp_project: MakeProject, specs: list[ViewSpec], setup=(ORDERS, CUSTOMERS, *SEED),
-                 config: str = INCREMENTAL_ONLY) -> Project:
+def open_project(
+    spark,
+    tmp_project: MakeProject,
+    specs: list[ViewSpec],
+    setup=(ORDERS, CUSTOMERS, *SEED),
+    config: str = INCREMENTAL_ONLY,
+) -> Project:
     """A project of ``specs`` over seeded tables; the cost model is off unless ``config``
     says otherwise, since these tests check what the incremental rules do."""
-    project = Project.open(tmp_project({"views/views.sql": views_file(specs), "ivm.yaml": config}), spark=spark)
+    project = Project.open(
+        tmp_project({"views/views.sql": views_file(specs), "ivm.yaml": config}), spark=spark
+    )
     for statement in setup:
         project.sql(statement)
     return project
@@ -76,11 +90,15 @@ def test_refresh_without_changes_runs_no_spark_job(spark, tmp_project: MakeProje
     assert list(jobs) == [], f"a refresh with nothing to do ran {len(jobs)} Spark job(s)"
 
 
-def test_view_whose_sources_did_not_change_runs_no_spark_job(spark, tmp_project: MakeProject) -> None:
+def test_view_whose_sources_did_not_change_runs_no_spark_job(
+    spark, tmp_project: MakeProject
+) -> None:
     specs = [STATUSES, COUNTRIES, LINES]
     # one view at a time, so that the probe's job group, switched as each view ends, is the
     # group of the next view's jobs (with workers, test_parallel_refresh.py)
-    project = open_project(spark, tmp_project, specs, config="refresh: {recompute_above: never, workers: 1}\n")
+    project = open_project(
+        spark, tmp_project, specs, config="refresh: {recompute_above: never, workers: 1}\n"
+    )
     project.refresh()
     project.sql("INSERT INTO orders VALUES (9, 2, 7, 'lost')")
     context = spark.sparkContext
@@ -95,9 +113,14 @@ def test_view_whose_sources_did_not_change_runs_no_spark_job(spark, tmp_project:
         reports = project.refresh(on_view=next_group)
     finally:
         context.setJobGroup("after-probe", "after-probe")
-    jobs = {r.view.split(".")[-1]: list(context.statusTracker().getJobIdsForGroup(f"view-{i}")) for i, r in enumerate(reports)}
+    jobs = {
+        r.view.split(".")[-1]: list(context.statusTracker().getJobIdsForGroup(f"view-{i}"))
+        for i, r in enumerate(reports)
+    }
     assert actions(reports)["countries"] == ("unchanged", "")
-    assert jobs["countries"] == [], f"countries reads only customers, which did not change, yet ran jobs {jobs['countries']}"
+    assert jobs["countries"] == [], (
+        f"countries reads only customers, which did not change, yet ran jobs {jobs['countries']}"
+    )
     assert jobs["statuses"] and jobs["lines"]  # the probe does see jobs where work was done
     assert_correct(project, specs)
 
@@ -107,7 +130,9 @@ class Crash(Exception):
 
 
 @pytest.mark.parametrize("when", ["first refresh", "incremental refresh"])
-def test_refresh_that_died_half_way_is_finished_by_the_next(spark, tmp_project: MakeProject, monkeypatch, when) -> None:
+def test_refresh_that_died_half_way_is_finished_by_the_next(
+    spark, tmp_project: MakeProject, monkeypatch, when
+) -> None:
     specs = [ROLLUP]
     project = open_project(spark, tmp_project, specs)
     if when == "incremental refresh":
@@ -130,7 +155,8 @@ def test_refresh_that_died_half_way_is_finished_by_the_next(spark, tmp_project: 
         project.refresh()
     monkeypatch.setattr(Refresher, "refresh_stage", real)
 
-    project.sql("INSERT INTO orders VALUES (8, 1, 10, 'late')")  # more changes before the next refresh
+    # more changes before the next refresh
+    project.sql("INSERT INTO orders VALUES (8, 1, 10, 'late')")
     reports = project.refresh()
     assert reports[0].action in ("incremental", "created"), actions(reports)
     assert_correct(project, specs, f"after a crash in the {when}")
@@ -147,20 +173,30 @@ def test_full_refresh_recomputes_every_view(spark, tmp_project: MakeProject) -> 
     assert_correct(project, specs)
 
 
-def test_view_comparing_with_the_current_time_is_recomputed_by_every_refresh(spark, tmp_project: MakeProject) -> None:
+def test_view_comparing_with_the_current_time_is_recomputed_by_every_refresh(
+    spark, tmp_project: MakeProject
+) -> None:
     """The current time in an outer join's ON, where no temporal filter keeps it: its rows
     can change with no source changing, so it is never "unchanged"; the others are. Verify
     reads the current time as the refresh did."""
-    recent = ViewSpec("recent", "SELECT o.id, o.qty, c.country FROM orders o LEFT JOIN customers c "
-                      "ON o.customer_id = c.id AND o.id + 1700000000 > unix_timestamp(current_timestamp()) - 86400")
+    recent = ViewSpec(
+        "recent",
+        "SELECT o.id, o.qty, c.country FROM orders o LEFT JOIN customers c "
+        "ON o.customer_id = c.id AND o.id + 1700000000 > unix_timestamp(current_timestamp()) - 86400",
+    )
     project = open_project(spark, tmp_project, [recent, STATUSES])
     project.refresh()
     reports = project.refresh()
-    assert actions(reports) == {"recent": ("recomputed", EVERY_REFRESH_REASON), "statuses": ("unchanged", "")}
+    assert actions(reports) == {
+        "recent": ("recomputed", EVERY_REFRESH_REASON),
+        "statuses": ("unchanged", ""),
+    }
     assert not compare_views(spark, project.database, [recent, STATUSES], "second refresh")
     assert all(r.ok and not r.problem for r in project.verify())
     # an edit that changes its columns rebuilds the table and the view, not an overwrite in the old shape
-    edited = ViewSpec("recent", recent.select.replace("SELECT o.id, o.qty", "SELECT o.id, o.qty, o.status"))
+    edited = ViewSpec(
+        "recent", recent.select.replace("SELECT o.id, o.qty", "SELECT o.id, o.qty, o.status")
+    )
     (project.root / "views/views.sql").write_text(views_file([edited, STATUSES]))
     assert actions(project.refresh())["recent"] == ("recomputed", "definition changed")
     assert project.sql("SELECT * FROM recent").columns == ["id", "qty", "status", "country"]
@@ -217,7 +253,9 @@ NON_DML = {
 
 
 @pytest.mark.parametrize("operation", list(NON_DML))
-def test_source_changed_by_non_dml_is_recomputed(spark, tmp_project: MakeProject, operation) -> None:
+def test_source_changed_by_non_dml_is_recomputed(
+    spark, tmp_project: MakeProject, operation
+) -> None:
     specs = [ROLLUP, COUNTRIES]
     project = open_project(spark, tmp_project, specs)
     project.refresh()
@@ -237,8 +275,12 @@ def test_source_changed_by_non_dml_is_recomputed(spark, tmp_project: MakeProject
 
 def test_non_delta_source_is_a_clear_error(spark, tmp_project: MakeProject) -> None:
     specs = [ViewSpec("pv", "SELECT x, x * 2 AS y FROM plain")]
-    project = open_project(spark, tmp_project, specs, setup=["CREATE TABLE plain (x INT) USING parquet",
-                                                             "INSERT INTO plain VALUES (1), (2)"])
+    project = open_project(
+        spark,
+        tmp_project,
+        specs,
+        setup=["CREATE TABLE plain (x INT) USING parquet", "INSERT INTO plain VALUES (1), (2)"],
+    )
     with pytest.raises(IvmError) as caught:
         project.refresh()
     message = caught.value.message
@@ -251,25 +293,36 @@ def test_bag_view_returns_each_row_as_often_as_it_occurs(spark, tmp_project: Mak
     bag = ViewSpec("bag", "SELECT status, qty FROM orders WHERE id <> 3")
     project = open_project(spark, tmp_project, [bag])
     project.refresh()
-    project.sql("INSERT INTO orders VALUES (5, 3, 4, 'shipped'), (10, 9, 4, 'shipped'), (11, NULL, NULL, NULL)")
+    project.sql(
+        "INSERT INTO orders VALUES (5, 3, 4, 'shipped'), (10, 9, 4, 'shipped'), (11, NULL, NULL, NULL)"
+    )
     project.refresh()
     result = project.sql("SELECT * FROM bag")
     assert result.columns == ["status", "qty"]
     rows = sorted(result.rows, key=repr)
-    assert rows.count(("shipped", 4)) == 4  # two seeded, one exact duplicate row, one from another order
+    # two seeded, one exact duplicate row, one from another order
+    assert rows.count(("shipped", 4)) == 4
     assert rows.count((None, None)) == 1 and rows.count((None, 1)) == 1
     assert len(rows) == 8
-    assert not [c for c in project.spark.table(f"{project.database}.bag").columns if c.startswith("__ivm")]
+    assert not [
+        c for c in project.spark.table(f"{project.database}.bag").columns if c.startswith("__ivm")
+    ]
     project.sql("DELETE FROM orders WHERE id = 5")  # both copies of the duplicate go
     project.refresh()
-    assert project.sql("SELECT * FROM bag WHERE status = 'shipped' AND qty = 4").rows == [("shipped", 4)]
+    assert project.sql("SELECT * FROM bag WHERE status = 'shipped' AND qty = 4").rows == [
+        ("shipped", 4)
+    ]
     assert_correct(project, [bag])
 
     # the oracle and verify() both see a multiplicity that is off by one
     stage = project.plans()[0].stages[-1].table
     project.sql(f"UPDATE {stage} SET __ivm_w = __ivm_w + 1 WHERE status = 'new'")
     failures = compare_views(project.spark, project.database, [bag], "tampered")
-    assert len(failures) == 1 and "view bag, tampered" in failures[0] and "('new', 2): 1" in failures[0], failures
+    assert (
+        len(failures) == 1
+        and "view bag, tampered" in failures[0]
+        and "('new', 2): 1" in failures[0]
+    ), failures
     assert [r.ok for r in project.verify()] == [False]
 
 
@@ -301,10 +354,19 @@ def test_delta_error_is_an_ivm_error(spark, tmp_project: MakeProject) -> None:
 def test_large_change_is_recomputed_and_says_why(spark, tmp_project: MakeProject) -> None:
     """A change that is a large share of what a view reads is recomputed (the cost model),
     a small one is applied; with recompute_above: never, even a large one is applied."""
-    specs = [ViewSpec("per_status", "SELECT status, COUNT(*) AS n, SUM(qty) AS q FROM orders GROUP BY status")]
+    specs = [
+        ViewSpec(
+            "per_status", "SELECT status, COUNT(*) AS n, SUM(qty) AS q FROM orders GROUP BY status"
+        )
+    ]
     fill = "INSERT INTO orders SELECT CAST(id AS INT), CAST(id % 7 AS INT), CAST(id % 5 AS INT), element_at(array('new', 'shipped'), CAST(id % 2 + 1 AS INT)) FROM range({0}, {1}) AS r(id)"
-    for setting, large in (("", "recomputed"), ("refresh: {recompute_above: never}\n", "incremental")):
-        project = Project.open(tmp_project({"views/views.sql": views_file(specs), "ivm.yaml": setting}), spark=spark)
+    for setting, large in (
+        ("", "recomputed"),
+        ("refresh: {recompute_above: never}\n", "incremental"),
+    ):
+        project = Project.open(
+            tmp_project({"views/views.sql": views_file(specs), "ivm.yaml": setting}), spark=spark
+        )
         project.sql(ORDERS)
         project.sql(fill.format(0, 40_000))
         project.refresh()
@@ -312,13 +374,17 @@ def test_large_change_is_recomputed_and_says_why(spark, tmp_project: MakeProject
         (report,) = project.refresh()
         assert report.action == large, report
         if large == "recomputed":
-            assert report.reason.startswith("cheaper than incremental: 20,000 changed rows are 33% of the 60,000 rows"), report
+            assert report.reason.startswith(
+                "cheaper than incremental: 20,000 changed rows are 33% of the 60,000 rows"
+            ), report
         project.sql("UPDATE orders SET qty = qty + 1 WHERE id < 100")
         assert [r.action for r in project.refresh()] == ["incremental"]
         assert_correct(project, specs, setting)
 
 
-def test_change_to_both_sides_of_a_join_is_recomputed_when_that_scans_no_more(spark, tmp_project: MakeProject) -> None:
+def test_change_to_both_sides_of_a_join_is_recomputed_when_that_scans_no_more(
+    spark, tmp_project: MakeProject
+) -> None:
     """The cost model's scans rule: a change to both orders and customers makes each join
     term scan the other table whole, as much as a recompute scans, so the join is
     recomputed (an INSERT OVERWRITE: the user's view is left as it is) and the view over it
@@ -333,9 +399,13 @@ def test_change_to_both_sides_of_a_join_is_recomputed_when_that_scans_no_more(sp
         reports = actions(project.refresh())
         assert [action for action, _ in reports.values()] == [both, both], reports
         if both == "recomputed":
-            assert reports["lines"][1].startswith("cheaper than incremental: its change reads "), reports
+            assert reports["lines"][1].startswith("cheaper than incremental: its change reads "), (
+                reports
+            )
             assert reports["by_country"][1].endswith("__ivm_lines was recomputed"), reports
-            history = project.sql(f"DESCRIBE HISTORY {project.plans(['lines'])[0].table} LIMIT 1").rows[0]
+            history = project.sql(
+                f"DESCRIBE HISTORY {project.plans(['lines'])[0].table} LIMIT 1"
+            ).rows[0]
             assert history[4] == "WRITE", history  # overwritten in place, not replaced
         assert_correct(project, specs, config)
         project.sql("DELETE FROM orders WHERE id = 6")
@@ -343,46 +413,67 @@ def test_change_to_both_sides_of_a_join_is_recomputed_when_that_scans_no_more(sp
         assert_correct(project, specs, config)
 
 
-def test_a_change_to_both_sides_bounded_to_few_files_is_applied(spark, tmp_project: MakeProject, monkeypatch) -> None:
+def test_a_change_to_both_sides_bounded_to_few_files_is_applied(
+    spark, tmp_project: MakeProject, monkeypatch
+) -> None:
     """The scans rule counts, for an input bounded by the change's keys, only the files whose
     statistics overlap the bounds: a change to both sides of the join at one end of the key
     range reads one file of each side's ten, so it is applied, where counting whole tables
     would recompute it (as the test above shows for tables of one file)."""
     monkeypatch.setattr(bounds, "BOUNDED_FROM_BYTES", 0)  # every input counts as large
-    slabs = [f"INSERT INTO {t} SELECT CAST(id AS INT), {v} FROM range({n * 100}, {n * 100 + 100})"
-             for n in range(10) for t, v in (("orders", "CAST(id AS INT), 1, 'new'"), ("customers", "'DE'"))]
-    project = open_project(spark, tmp_project, [LINES], setup=(ORDERS, CUSTOMERS, *slabs), config="")
+    slabs = [
+        f"INSERT INTO {t} SELECT CAST(id AS INT), {v} FROM range({n * 100}, {n * 100 + 100})"
+        for n in range(10)
+        for t, v in (("orders", "CAST(id AS INT), 1, 'new'"), ("customers", "'DE'"))
+    ]
+    project = open_project(
+        spark, tmp_project, [LINES], setup=(ORDERS, CUSTOMERS, *slabs), config=""
+    )
     project.refresh()
     project.sql("INSERT INTO orders VALUES (1000, 5, 5, 'new')")
     project.sql("UPDATE customers SET country = 'NL' WHERE id = 3")
     (report,) = project.refresh()
     assert (report.action, report.reason) == ("incremental", "")
     # each side's term opened one file of the other side (ten slabs, and the new row's file)
-    assert sorted((t.split(".")[-1], opened) for t, (opened, _) in report.files_read.items()) == [("customers", 1), ("orders", 1)]
+    assert sorted((t.split(".")[-1], opened) for t, (opened, _) in report.files_read.items()) == [
+        ("customers", 1),
+        ("orders", 1),
+    ]
     assert all(total >= 10 for _, total in report.files_read.values()), report.files_read
     assert report.bounded_reads.startswith("read 1 of "), report.bounded_reads
     assert_correct(project, [LINES], "")
 
 
-def test_change_that_consolidates_to_nothing_skips_the_merge(spark, tmp_project: MakeProject) -> None:
+def test_change_that_consolidates_to_nothing_skips_the_merge(
+    spark, tmp_project: MakeProject
+) -> None:
     """A change no row of the view depends on is computed once, found empty, and only the
     new versions are recorded; the view above it then has nothing to read."""
     shipped = ViewSpec("shipped", "SELECT id, qty FROM orders WHERE status = 'shipped'")
-    totals = ViewSpec("totals", "SELECT COUNT(*) AS n, SUM(qty) AS q FROM shipped", reads=("shipped",))
+    totals = ViewSpec(
+        "totals", "SELECT COUNT(*) AS n, SUM(qty) AS q FROM shipped", reads=("shipped",)
+    )
     project = open_project(spark, tmp_project, [shipped, totals])
     project.refresh()
     project.sql("INSERT INTO orders VALUES (20, 1, 1, 'new')")
     reports = project.refresh()
-    assert [(r.action, r.rows_out) for r in reports] == [("incremental", 0), ("incremental", 0)], actions(reports)
+    assert [(r.action, r.rows_out) for r in reports] == [("incremental", 0), ("incremental", 0)], (
+        actions(reports)
+    )
     for plan in project.plans():
         last = spark.sql(f"DESCRIBE HISTORY {plan.table} LIMIT 1").first()
         # a record-only commit (an INSERT of no row, conditional like every ivm commit), no MERGE
-        assert (last.operation, last.operationMetrics["numOutputRows"]) == ("WRITE", "0"), (plan.table, last)
+        assert (last.operation, last.operationMetrics["numOutputRows"]) == ("WRITE", "0"), (
+            plan.table,
+            last,
+        )
     assert {r.action for r in project.refresh()} == {"unchanged"}
     assert_correct(project, [shipped, totals])
 
 
-def test_stage_table_gets_deletion_vectors_only_when_its_load_is_large(spark, tmp_project: MakeProject, monkeypatch) -> None:
+def test_stage_table_gets_deletion_vectors_only_when_its_load_is_large(
+    spark, tmp_project: MakeProject, monkeypatch
+) -> None:
     """Small stage tables MERGE faster without deletion vectors; a large one gets them after
     its first load (the threshold is lowered here to the seeded rows)."""
     from ivm_sql.physical import layout
@@ -392,7 +483,9 @@ def test_stage_table_gets_deletion_vectors_only_when_its_load_is_large(spark, tm
     project = open_project(spark, tmp_project, specs)
     project.refresh()
     enabled = {
-        plan.view.name: dict(project.sql(f"SHOW TBLPROPERTIES {plan.table}").rows).get("delta.enableDeletionVectors")
+        plan.view.name: dict(project.sql(f"SHOW TBLPROPERTIES {plan.table}").rows).get(
+            "delta.enableDeletionVectors"
+        )
         for plan in project.plans()
     }
     assert enabled == {"lines": "true", "countries": "false"}  # 5 joined rows, 3 countries
@@ -402,24 +495,38 @@ def test_stage_table_gets_deletion_vectors_only_when_its_load_is_large(spark, tm
     assert_correct(project, specs)
 
 
-def test_min_max_rescan_a_group_only_when_its_extreme_loses_its_last_row(spark, tmp_project: MakeProject) -> None:
+def test_min_max_rescan_a_group_only_when_its_extreme_loses_its_last_row(
+    spark, tmp_project: MakeProject
+) -> None:
     """Inserts, and deletes of other rows, are applied from the change alone; deleting the
     last row at a group's extreme rescans that group, and the refresh says so."""
-    extremes = ViewSpec("extremes", "SELECT MAX(qty) AS hi, MIN(qty) AS lo, COUNT(*) AS n FROM orders")
-    per_status = ViewSpec("per_status", "SELECT status, MAX(qty) AS hi, MIN(id) AS first FROM orders GROUP BY status")
+    extremes = ViewSpec(
+        "extremes", "SELECT MAX(qty) AS hi, MIN(qty) AS lo, COUNT(*) AS n FROM orders"
+    )
+    per_status = ViewSpec(
+        "per_status", "SELECT status, MAX(qty) AS hi, MIN(id) AS first FROM orders GROUP BY status"
+    )
     specs = [extremes, per_status]
     project = open_project(spark, tmp_project, specs)
     project.refresh()
     steps = [  # (statement, what each view's refresh says)
         ("INSERT INTO orders VALUES (6, 1, 9, 'new'), (7, 2, 0, 'new')", ("", "")),
-        ("DELETE FROM orders WHERE id = 1", ("", "rescanned 1 group")),  # qty 2 is no extreme; id 1 was MIN(id) of 'new'
+        (
+            "DELETE FROM orders WHERE id = 1",
+            ("", "rescanned 1 group"),
+        ),  # qty 2 is no extreme; id 1 was MIN(id) of 'new'
         ("DELETE FROM orders WHERE qty = 9", ("rescanned 1 group", "rescanned 1 group")),
-        ("UPDATE orders SET qty = qty + 1 WHERE status = 'shipped'", ("", "")),  # 'shipped' max 4 -> 5 (two rows)
+        (
+            "UPDATE orders SET qty = qty + 1 WHERE status = 'shipped'",
+            ("", ""),
+        ),  # 'shipped' max 4 -> 5 (two rows)
     ]
     for statement, expected in steps:
         project.sql(statement)
         reported = actions(project.refresh())
         for view, reason in zip(("extremes", "per_status"), expected):
             action, said = reported[view]
-            assert action == "incremental" and (said.startswith(reason) if reason else said == ""), (statement, reported)
+            assert action == "incremental" and (
+                said.startswith(reason) if reason else said == ""
+            ), (statement, reported)
         assert_correct(project, specs, statement)

@@ -115,7 +115,9 @@ class TestScan:
         assert output(query, WEIGHT) == f"{SIGN} * `{WEIGHT}`"
 
     def test_delta_applies_the_scan_expressions_and_filter(self) -> None:
-        scan = Scan("db.t", ("x",), exprs=(sqlglot.parse_one("a + b"),), where=sqlglot.parse_one("a > 0"))
+        scan = Scan(
+            "db.t", ("x",), exprs=(sqlglot.parse_one("a + b"),), where=sqlglot.parse_one("a > 0")
+        )
         query = parse(delta(scan, {"db.t": Versions.at(3, 7)}))
         assert output(query, "x") == "a + b"
         assert query.args["where"].this.sql("spark") == "a > 0"
@@ -129,7 +131,12 @@ class TestScan:
         new = parse(snapshot(self.scan, pins, "new"))
         assert describe(new.args["from_"].this) == "db.t@7"
         assert output(new, WEIGHT) == "1"
-        assert describe(parse(snapshot(self.scan, {"db.t": Versions.at(7, 7)}, "old")).args["from_"].this) == "db.t@7"
+        assert (
+            describe(
+                parse(snapshot(self.scan, {"db.t": Versions.at(7, 7)}, "old")).args["from_"].this
+            )
+            == "db.t@7"
+        )
 
     def test_old_snapshot_of_a_changed_table_is_the_new_one_minus_the_change(self) -> None:
         # z^-1 I(S) = I(S) - ΔS: no query reads a version older than the pinned one
@@ -168,7 +175,9 @@ OLD_NEW = {"db.r1": (3, 7), "db.r2": (10, 12), "db.r3": (20, 21)}
 
 
 def pins_with(changed: set[str]) -> dict[str, Versions]:
-    return {t: Versions.at(o, n) if t in changed else Versions.at(n, n) for t, (o, n) in OLD_NEW.items()}
+    return {
+        t: Versions.at(o, n) if t in changed else Versions.at(n, n) for t, (o, n) in OLD_NEW.items()
+    }
 
 
 def expected_term(i: int, changed: set[str]) -> dict[str, str]:
@@ -192,18 +201,29 @@ class TestJoin:
     def test_all_changed_one_term_per_input(self) -> None:
         changed = {"db.r1", "db.r2", "db.r3"}
         query = parse(delta(JOIN3, pins_with(changed)))
-        assert [term_sources(t) for t in terms(query)] == [expected_term(i, changed) for i in range(3)]
-        assert [term_sources(t) for t in terms(query)][1] == {"a": "db.r1@7", "b": "Δ db.r2 11..12", "c": "db.r3@21 - Δ db.r3 21..21"}
+        assert [term_sources(t) for t in terms(query)] == [
+            expected_term(i, changed) for i in range(3)
+        ]
+        assert [term_sources(t) for t in terms(query)][1] == {
+            "a": "db.r1@7",
+            "b": "Δ db.r2 11..12",
+            "c": "db.r3@21 - Δ db.r3 21..21",
+        }
 
     def test_one_changed_one_term(self) -> None:
         query = parse(delta(JOIN3, pins_with({"db.r2"})))
         assert [term_sources(t) for t in terms(query)] == [expected_term(1, {"db.r2"})]
-        assert [term_sources(t) for t in terms(query)] == [{"a": "db.r1@7", "b": "Δ db.r2 11..12", "c": "db.r3@21"}]
+        assert [term_sources(t) for t in terms(query)] == [
+            {"a": "db.r1@7", "b": "Δ db.r2 11..12", "c": "db.r3@21"}
+        ]
 
     def test_two_changed_two_terms(self) -> None:
         changed = {"db.r1", "db.r3"}
         query = parse(delta(JOIN3, pins_with(changed)))
-        assert [term_sources(t) for t in terms(query)] == [expected_term(0, changed), expected_term(2, changed)]
+        assert [term_sources(t) for t in terms(query)] == [
+            expected_term(0, changed),
+            expected_term(2, changed),
+        ]
         assert [term_sources(t) for t in terms(query)] == [
             {"a": "Δ db.r1 4..7", "b": "db.r2@12", "c": "db.r3@21 - Δ db.r3 21..21"},
             {"a": "db.r1@7", "b": "db.r2@12", "c": "Δ db.r3 21..21"},
@@ -219,7 +239,12 @@ class TestJoin:
 
     def test_weights_multiply(self) -> None:
         bag_view = Scan("db.__ivm_v", ("k", "y"), weight=col(WEIGHT))
-        node = Select((("a", R1), ("b", bag_view)), sqlglot.parse_one("a.k = b.k"), ("x", "y"), (col("x", "a"), col("y", "b")))
+        node = Select(
+            (("a", R1), ("b", bag_view)),
+            sqlglot.parse_one("a.k = b.k"),
+            ("x", "y"),
+            (col("x", "a"), col("y", "b")),
+        )
         pins = {"db.r1": Versions.at(3, 7), "db.__ivm_v": Versions.at(1, 2)}
         first, second = terms(parse(delta(node, pins)))
         assert output(first, WEIGHT) == f"`a`.`{WEIGHT}` * `b`.`{WEIGHT}`"
@@ -235,14 +260,25 @@ class TestJoin:
 
     def test_snapshot_joins_the_versions_asked_for(self) -> None:
         pins = pins_with({"db.r1", "db.r2", "db.r3"})
-        assert term_sources(parse(snapshot(JOIN3, pins, "new"))) == {"a": "db.r1@7", "b": "db.r2@12", "c": "db.r3@21"}
+        assert term_sources(parse(snapshot(JOIN3, pins, "new"))) == {
+            "a": "db.r1@7",
+            "b": "db.r2@12",
+            "c": "db.r3@21",
+        }
         assert term_sources(parse(snapshot(JOIN3, pins, "old"))) == {
-            "a": "db.r1@7 - Δ db.r1 4..7", "b": "db.r2@12 - Δ db.r2 11..12", "c": "db.r3@21 - Δ db.r3 21..21"
+            "a": "db.r1@7 - Δ db.r1 4..7",
+            "b": "db.r2@12 - Δ db.r2 11..12",
+            "c": "db.r3@21 - Δ db.r3 21..21",
         }
 
     def test_self_join_two_terms_on_the_same_table(self) -> None:
         t = table_scan("t", "a", "b")
-        node = Select((("x", t), ("y", t)), sqlglot.parse_one("x.b = y.a"), ("a", "a2"), (col("a", "x"), col("a", "y")))
+        node = Select(
+            (("x", t), ("y", t)),
+            sqlglot.parse_one("x.b = y.a"),
+            ("a", "a2"),
+            (col("a", "x"), col("a", "y")),
+        )
         first, second = terms(parse(delta(node, {"db.t": Versions.at(3, 7)})))
         assert term_sources(first) == {"x": "Δ db.t 4..7", "y": "db.t@7 - Δ db.t 4..7"}
         assert term_sources(second) == {"x": "db.t@7", "y": "Δ db.t 4..7"}
@@ -265,14 +301,21 @@ class TestJoin:
 
 class TestUnionAll:
     node = UnionAll(
-        (select_all("p", table_scan("p", "a")), select_all("q", table_scan("q", "a")), select_all("r", table_scan("r", "a"))),
+        (
+            select_all("p", table_scan("p", "a")),
+            select_all("q", table_scan("q", "a")),
+            select_all("r", table_scan("r", "a")),
+        ),
         ("a",),
     )
 
     def test_delta_is_the_union_of_the_changed_branches(self) -> None:
         pins = {"db.p": Versions.at(1, 2), "db.q": Versions.at(5, 5), "db.r": Versions.at(7, 9)}
         query = parse(delta(self.node, pins))
-        assert [term_sources(t) for t in terms(query)] == [{"p": "Δ db.p 2..2"}, {"r": "Δ db.r 8..9"}]
+        assert [term_sources(t) for t in terms(query)] == [
+            {"p": "Δ db.p 2..2"},
+            {"r": "Δ db.r 8..9"},
+        ]
 
     def test_one_changed_branch_is_that_branch(self) -> None:
         pins = {"db.p": Versions.at(2, 2), "db.q": Versions.at(5, 6), "db.r": Versions.at(9, 9)}
@@ -288,7 +331,9 @@ class TestUnionAll:
         pins = {"db.p": Versions.at(1, 2), "db.q": Versions.at(5, 5), "db.r": Versions.at(7, 9)}
         query = parse(snapshot(self.node, pins, "old"))
         assert [term_sources(t) for t in terms(query)] == [
-            {"p": "db.p@2 - Δ db.p 2..2"}, {"q": "db.q@5"}, {"r": "db.r@9 - Δ db.r 8..9"}
+            {"p": "db.p@2 - Δ db.p 2..2"},
+            {"q": "db.q@5"},
+            {"r": "db.r@9 - Δ db.r 8..9"},
         ]
 
 
@@ -336,7 +381,9 @@ class TestBag:
         ]
 
     def test_merge_deletes_at_weight_zero_adds_weights_inserts_new_rows(self) -> None:
-        _, (delete, update, insert) = merge_parts(bag.merge("db.__ivm_v", self.columns, self.change))
+        _, (delete, update, insert) = merge_parts(
+            bag.merge("db.__ivm_v", self.columns, self.change)
+        )
         summed = f"`t`.`{WEIGHT}` + `s`.`{WEIGHT}`"
         assert delete.args["matched"] and delete.args["condition"].sql("spark") == f"{summed} = 0"
         assert delete.args["then"].sql("spark") == "DELETE"
@@ -350,9 +397,11 @@ class TestBag:
         ]
 
     def test_distinct_uses_the_same_table_and_merge(self) -> None:
-        assert to_sql(distinct.merge("db.x", self.columns, distinct.change(self.columns, exp.select("*").from_("x")))) == to_sql(
-            bag.merge("db.x", self.columns, self.change)
-        )
+        assert to_sql(
+            distinct.merge(
+                "db.x", self.columns, distinct.change(self.columns, exp.select("*").from_("x"))
+            )
+        ) == to_sql(bag.merge("db.x", self.columns, self.change))
 
     def test_readers(self) -> None:
         node = select_all("t", table_scan("t", "a", "b", "c"))
@@ -368,7 +417,12 @@ class TestBag:
 AGG_INPUT = Select(
     (("t", table_scan("t", "a", "b")),), None, ("g0", "a0"), (col("b", "t"), col("a", "t"))
 )
-CALLS = (AggCall("count_star", None, "agg0"), AggCall("count", "a0", "agg1"), AggCall("sum", "a0", "agg2"), AggCall("avg", "a0", "agg3"))
+CALLS = (
+    AggCall("count_star", None, "agg0"),
+    AggCall("count", "a0", "agg1"),
+    AggCall("sum", "a0", "agg2"),
+    AggCall("avg", "a0", "agg3"),
+)
 GROUPED = Aggregate(AGG_INPUT, ("g0",), CALLS)
 GLOBAL = Aggregate(AGG_INPUT, (), CALLS)
 PINS = {"db.t": Versions.at(3, 7)}
@@ -376,11 +430,20 @@ PINS = {"db.t": Versions.at(3, 7)}
 
 class TestAggregate:
     def merge(self, node: Aggregate) -> tuple[exp.Merge, list[exp.When]]:
-        return merge_parts(aggregate.merge("db.__ivm_v", node, aggregate.change(node, delta(node.input, PINS), "db.__ivm_v")))
+        return merge_parts(
+            aggregate.merge(
+                "db.__ivm_v", node, aggregate.change(node, delta(node.input, PINS), "db.__ivm_v")
+            )
+        )
 
     def test_state_columns(self) -> None:
         assert [name for name, _ in aggregate.partials(GROUPED)] == [
-            "__ivm_count", "__ivm_n1", "__ivm_n2", "__ivm_s2", "__ivm_n3", "__ivm_s3",
+            "__ivm_count",
+            "__ivm_n1",
+            "__ivm_n2",
+            "__ivm_s2",
+            "__ivm_n3",
+            "__ivm_s3",
         ]  # COUNT(*) reads the group's row count: no column of its own
 
     def test_change_sums_weighted_partials_per_group(self) -> None:
@@ -414,7 +477,9 @@ class TestAggregate:
         merge, whens = self.merge(GLOBAL)
         assert merge.args["on"].sql("spark") == "TRUE"
         assert not any(w.args["then"].sql("spark") == "DELETE" for w in whens)
-        assert "DELETE" not in to_sql(aggregate.merge("db.__ivm_v", GLOBAL, exp.select("*").from_("x")))
+        assert "DELETE" not in to_sql(
+            aggregate.merge("db.__ivm_v", GLOBAL, exp.select("*").from_("x"))
+        )
         update, insert = whens
         assert update.args["matched"] and not insert.args["matched"]
 
@@ -444,7 +509,9 @@ class TestAggregate:
 
 # stages: the view cut at its stateful operators -----------------------------------------------
 
-CATALOG = StaticCatalog({"db.t": [("a", "int"), ("b", "int"), ("c", "string")], "db.u": [("a", "int"), ("d", "int")]})
+CATALOG = StaticCatalog(
+    {"db.t": [("a", "int"), ("b", "int"), ("c", "string")], "db.u": [("a", "int"), ("d", "int")]}
+)
 
 
 def plan(text: str):
@@ -454,7 +521,9 @@ def plan(text: str):
 
 class TestStages:
     def test_group_by_in_a_joined_subquery_is_its_own_stage(self) -> None:
-        result = plan("CREATE VIEW v AS SELECT t.c, s.n FROM t JOIN (SELECT a, COUNT(*) AS n FROM u GROUP BY a) s ON t.a = s.a")
+        result = plan(
+            "CREATE VIEW v AS SELECT t.c, s.n FROM t JOIN (SELECT a, COUNT(*) AS n FROM u GROUP BY a) s ON t.a = s.a"
+        )
         inner, outer = result.stages
         assert (inner.table, inner.kind) == ("db.__ivm_v_s1", "aggregate")
         assert (outer.table, outer.kind) == ("db.__ivm_v", "bag")
@@ -477,7 +546,9 @@ class TestStages:
         assert result.stages[2].sources == ("db.__ivm_v_s2",)
 
     def test_projection_above_the_last_aggregate_is_read_not_stored(self) -> None:
-        result = plan("CREATE VIEW v AS SELECT b, COUNT(*) * 2 AS n FROM t GROUP BY b HAVING COUNT(*) > 1")
+        result = plan(
+            "CREATE VIEW v AS SELECT b, COUNT(*) * 2 AS n FROM t GROUP BY b HAVING COUNT(*) > 1"
+        )
         (stage,) = result.stages
         assert (stage.table, stage.kind) == ("db.__ivm_v", "aggregate")
         assert result.output.table == "db.__ivm_v"
@@ -486,15 +557,23 @@ class TestStages:
 
     def test_single_stage_kinds(self) -> None:
         assert [s.kind for s in plan("CREATE VIEW v AS SELECT a FROM t").stages] == ["bag"]
-        assert [s.kind for s in plan("CREATE VIEW v AS SELECT DISTINCT a FROM t").stages] == ["distinct"]
-        assert [s.kind for s in plan("CREATE VIEW v AS SELECT a FROM t UNION SELECT a FROM u").stages] == ["distinct"]
-        assert [s.kind for s in plan("CREATE VIEW v AS SELECT COUNT(*) AS n FROM t").stages] == ["aggregate"]
+        assert [s.kind for s in plan("CREATE VIEW v AS SELECT DISTINCT a FROM t").stages] == [
+            "distinct"
+        ]
+        assert [
+            s.kind for s in plan("CREATE VIEW v AS SELECT a FROM t UNION SELECT a FROM u").stages
+        ] == ["distinct"]
+        assert [s.kind for s in plan("CREATE VIEW v AS SELECT COUNT(*) AS n FROM t").stages] == [
+            "aggregate"
+        ]
 
     def test_merge_statement_is_none_when_no_source_changed(self) -> None:
         (stage,) = plan("CREATE VIEW v AS SELECT t.a FROM t JOIN u ON t.a = u.a").stages
         assert stage.merge_statement({"db.t": Versions.at(4, 4), "db.u": Versions.at(2, 2)}) is None
         merge = parse(stage.merge_statement({"db.t": Versions.at(4, 4), "db.u": Versions.at(2, 3)}))
-        changes = [describe(t) for t in merge.find_all(exp.Table) if isinstance(t.this, exp.Anonymous)]
+        changes = [
+            describe(t) for t in merge.find_all(exp.Table) if isinstance(t.this, exp.Anonymous)
+        ]
         assert changes == ["Δ db.u 3..3"]
 
     def test_plan_stages_directly(self) -> None:
@@ -513,7 +592,11 @@ def test_an_aggregate_read_twice_is_kept_in_one_table() -> None:
         "CREATE VIEW v AS WITH r AS (SELECT a, SUM(b) AS total FROM t GROUP BY a) "
         "SELECT r.a, r.total FROM r WHERE r.total = (SELECT MAX(total) FROM r)"
     )
-    assert [stage.kind for stage in plan_.stages] == ["aggregate", "aggregate", "bag"]  # the SUM, the MAX, the view
+    assert [stage.kind for stage in plan_.stages] == [
+        "aggregate",
+        "aggregate",
+        "bag",
+    ]  # the SUM, the MAX, the view
     reads = [s.table for stage in plan_.stages for s in scans(stage.node)]
     assert reads.count(plan_.stages[0].table) == 2  # the MAX and the join both read the SUM's table
 

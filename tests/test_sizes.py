@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ivm_sql.physical.sizes import TableSizes
-from ivm_sql.runtime.delta_log import DeltaLog
+from ivm_sql.storage.delta_log import DeltaLog
 
 TABLE = "sizes_test.t"
 
@@ -22,7 +22,9 @@ def churned(spark):
     """A table with inserts, an update and deletes, deletion vectors on: rows that a file's
     numRecords still counts."""
     spark.sql("CREATE DATABASE IF NOT EXISTS sizes_test")
-    spark.sql(f"CREATE OR REPLACE TABLE {TABLE} (k INT, v STRING) USING DELTA TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    spark.sql(
+        f"CREATE OR REPLACE TABLE {TABLE} (k INT, v STRING) USING DELTA TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
     spark.sql(f"INSERT INTO {TABLE} SELECT CAST(id AS INT), concat('v', id) FROM range(0, 1000)")
     spark.sql(f"INSERT INTO {TABLE} VALUES (NULL, 'n'), (1, 'again')")
     spark.sql(f"DELETE FROM {TABLE} WHERE k BETWEEN 10 AND 19")
@@ -32,7 +34,10 @@ def churned(spark):
 
 
 def test_rows_come_from_the_checksum_file_without_a_job(spark, churned) -> None:
-    counted = [spark.sql(f"SELECT count(*) FROM {TABLE} VERSION AS OF {v}").first()[0] for v in range(1, churned + 1)]
+    counted = [
+        spark.sql(f"SELECT count(*) FROM {TABLE} VERSION AS OF {v}").first()[0]
+        for v in range(1, churned + 1)
+    ]
     sizes = TableSizes(spark, DeltaLog(spark), run)
     context = spark.sparkContext
     context.setJobGroup("sizes-probe", "probe")

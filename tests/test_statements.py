@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 
 from ivm_sql.host import WarmSnapshots
 from ivm_sql.physical import materialize
@@ -19,8 +20,6 @@ from ivm_sql.physical.cost import SMALL_CHANGE
 from ivm_sql.physical.execution import SMALL_MERGE_ROWS, SMALL_MERGE_TABLE, is_small_merge
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import Refresher
-
-from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -38,7 +37,9 @@ class Recording:
         self.statements: list[tuple[str, str]] = []
 
     def sql(self, text: str, *args, **kwargs):
-        self.statements.append((text.split()[0].upper(), self._spark.conf.get("spark.sql.codegen.wholeStage")))
+        self.statements.append(
+            (text.split()[0].upper(), self._spark.conf.get("spark.sql.codegen.wholeStage"))
+        )
         return self._spark.sql(text, *args, **kwargs)
 
     def __getattr__(self, name: str):
@@ -53,14 +54,21 @@ def no_job_group(spark) -> None:
 
 
 def open_project(spark, tmp_project: MakeProject, rows: int) -> Project:
-    project = Project.open(tmp_project({"views/views.sql": views_file([PER_KEY]), "ivm.yaml": INCREMENTAL_ONLY}), spark=spark)
+    project = Project.open(
+        tmp_project({"views/views.sql": views_file([PER_KEY]), "ivm.yaml": INCREMENTAL_ONLY}),
+        spark=spark,
+    )
     project.sql(EVENTS)
-    project.sql(f"INSERT INTO events SELECT CAST(id % 5 AS INT), CAST(id AS INT) FROM range({rows})")
+    project.sql(
+        f"INSERT INTO events SELECT CAST(id % 5 AS INT), CAST(id AS INT) FROM range({rows})"
+    )
     return project
 
 
 def refresh(project: Project, session) -> list:
-    refresher = Refresher(session, cost=project.cost_model, log=project.delta_log(), project=str(project.root))
+    refresher = Refresher(
+        session, cost=project.cost_model, log=project.delta_log(), project=str(project.root)
+    )
     return refresher.refresh(project.plans())
 
 
@@ -71,7 +79,9 @@ def test_a_merge_of_few_rows_into_a_small_table_is_small_whatever_its_sources() 
     assert not is_small_merge(5, None)  # a table of unknown size: compiled, as Spark would
 
 
-def test_the_merge_runs_interpreted_when_the_change_it_writes_is_small(spark, tmp_project: MakeProject) -> None:
+def test_the_merge_runs_interpreted_when_the_change_it_writes_is_small(
+    spark, tmp_project: MakeProject
+) -> None:
     project = open_project(spark, tmp_project, 50_000)
     project.refresh()
     # more source rows than a small change: the change is computed compiled ...
@@ -84,45 +94,58 @@ def test_the_merge_runs_interpreted_when_the_change_it_writes_is_small(spark, tm
     # ... and its MERGE, five rows into a table of five, interpreted
     assert merges == ["false"]
     assert computed and all(codegen != "false" for codegen in computed)
-    assert spark.conf.get("spark.sql.codegen.wholeStage") != "false"  # the session's own setting is back
+    # the session's own setting is back
+    assert spark.conf.get("spark.sql.codegen.wholeStage") != "false"
     failures = compare_views(spark, project.database, [PER_KEY], "after a large change")
     assert not failures, failures
 
 
 @pytest.mark.usefixtures("no_job_group")
-def test_a_refresh_counts_the_statements_and_jobs_of_each_changed_stage(spark, tmp_project: MakeProject) -> None:
+def test_a_refresh_counts_the_statements_and_jobs_of_each_changed_stage(
+    spark, tmp_project: MakeProject
+) -> None:
     project = open_project(spark, tmp_project, 10)
-    first, = project.refresh()
+    (first,) = project.refresh()
     assert (first.action, first.stages_changed) == ("created", 1)
     assert first.statements >= 1 and first.jobs >= 1
 
     project.sql("INSERT INTO events VALUES (1, 100)")
-    report, = project.refresh()
+    (report,) = project.refresh()
     assert report.action == "incremental" and report.stages_changed == 1
     # the source's change data feed kept for the refresh, the change computed and counted,
     # its MERGE
     assert report.statements == 3
     assert report.jobs >= 2
 
-    unchanged, = project.refresh()
-    assert (unchanged.action, unchanged.stages_changed, unchanged.statements, unchanged.jobs) == ("unchanged", 0, 0, 0)
+    (unchanged,) = project.refresh()
+    assert (unchanged.action, unchanged.stages_changed, unchanged.statements, unchanged.jobs) == (
+        "unchanged",
+        0,
+        0,
+        0,
+    )
 
 
-def test_a_callers_job_group_keeps_its_jobs_and_the_count_is_unknown(spark, tmp_project: MakeProject) -> None:
+def test_a_callers_job_group_keeps_its_jobs_and_the_count_is_unknown(
+    spark, tmp_project: MakeProject
+) -> None:
     project = open_project(spark, tmp_project, 10)
     context = spark.sparkContext
     context.setJobGroup("callers-group", "a caller that groups its jobs")
     try:
-        report, = project.refresh()
+        (report,) = project.refresh()
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
     assert report.action == "created" and report.statements >= 1
     assert report.jobs is None
-    assert context.statusTracker().getJobIdsForGroup("callers-group")  # the refresh's jobs stayed in it
+    # the refresh's jobs stayed in it
+    assert context.statusTracker().getJobIdsForGroup("callers-group")
 
 
 @pytest.mark.usefixtures("no_job_group")
-def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(spark, tmp_project: MakeProject, monkeypatch) -> None:
+def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(
+    spark, tmp_project: MakeProject, monkeypatch
+) -> None:
     """The same one-row change, kept each way (``physical.materialize``): as local rows the
     MERGE reads it from its plan with no copy of its own, so the stage runs fewer jobs (the
     cached change is counted, and Delta copies a cached source before its MERGE)."""
@@ -131,9 +154,9 @@ def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(spark, tmp_
     project.sql("INSERT INTO events VALUES (1, 100)")
     with monkeypatch.context() as patched:
         patched.setattr(materialize, "LOCAL_MOST", 0)  # every change is kept cached
-        cached, = project.refresh()
+        (cached,) = project.refresh()
     project.sql("INSERT INTO events VALUES (2, 100)")
-    local, = project.refresh()
+    (local,) = project.refresh()
     assert cached.action == local.action == "incremental"
     assert cached.statements == local.statements  # the same statements, run differently
     assert local.jobs < cached.jobs, (local.jobs, cached.jobs)
@@ -141,7 +164,9 @@ def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(spark, tmp_
     assert not failures, failures
 
 
-def test_a_stage_whose_delta_state_the_server_computed_commits_with_one_job_less(spark, tmp_project: MakeProject, no_job_group) -> None:
+def test_a_stage_whose_delta_state_the_server_computed_commits_with_one_job_less(
+    spark, tmp_project: MakeProject, no_job_group
+) -> None:
     """Delta checks ivm's idempotent commit against the transactions of the stage table's
     snapshot state, a job over its log; the server computes it between commands
     (``host.WarmSnapshots``), so the next refresh's commit runs without it."""

@@ -8,7 +8,9 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "sql-support.md"
 
 
 def test_sql_support_doc_is_what_the_compiler_does() -> None:
-    assert DOC.read_text() == support.render(), "regenerate: python -m ivm_sql.support > docs/sql-support.md"
+    assert DOC.read_text() == support.render(), (
+        "regenerate: python -m ivm_sql.support > docs/sql-support.md"
+    )
 
 
 def test_every_supported_example_compiles_and_every_refused_one_is_refused() -> None:

@@ -29,13 +29,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from oracle import bag_diffs, describe, schema_of
+from tpch.generate import Tpch
 
 from ivm_sql.errors import IvmError
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import ViewReport
-
-from oracle import bag_diffs, describe, schema_of
-from tpch.generate import Tpch
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -84,8 +83,10 @@ def compare(project: Project, names: list[str], label: str) -> tuple[list[str], 
     for name in names:
         actual, expected = spark.table(name), spark.sql(select_of(QUERIES[name]))
         if schema_of(actual) != schema_of(expected):
-            failures.append(f"{name}, {label}: columns/types differ\n  view:   {schema_of(actual)}\n"
-                            f"  select: {schema_of(expected)}")
+            failures.append(
+                f"{name}, {label}: columns/types differ\n  view:   {schema_of(actual)}\n"
+                f"  select: {schema_of(expected)}"
+            )
         else:
             pairs[name] = (actual, expected)
     diffs = bag_diffs(pairs)
@@ -94,8 +95,11 @@ def compare(project: Project, names: list[str], label: str) -> tuple[list[str], 
 
 
 def verify_failures(project: Project, label: str) -> list[str]:
-    return [f"{r.view}, {label}: verify failed {r.problem} missing={r.missing} extra={r.extra}"
-            for r in project.verify() if not r.ok]
+    return [
+        f"{r.view}, {label}: verify failed {r.problem} missing={r.missing} extra={r.extra}"
+        for r in project.verify()
+        if not r.ok
+    ]
 
 
 # the run ---------------------------------------------------------------------------------
@@ -134,7 +138,9 @@ def run_tpch(project: Project, names: list[str], log: Log) -> None:
         pytest.fail(f"ivm refuses a TPC-H query: {error}")
     assert sorted(c.view.split(".")[-1] for c in compiled) == sorted(names)
     for plan in project.plans():
-        log.stages[plan.view.name] = [(s.table.split(".")[-1], s.kind, s.strategy) for s in plan.stages]
+        log.stages[plan.view.name] = [
+            (s.table.split(".")[-1], s.kind, s.strategy) for s in plan.stages
+        ]
 
     data = Tpch(SEED)
     last = f"round {ROUNDS}" if ROUNDS else "load"
@@ -143,7 +149,9 @@ def run_tpch(project: Project, names: list[str], log: Log) -> None:
         reports = log.timed(f"{label}: refresh", project.refresh)
         log.refreshes.append((label, {r.view.split(".")[-1]: r for r in reports}))
         if CHECK == "each" or label == last:
-            failures, counts = log.timed(f"{label}: compare", lambda: compare(project, names, label))
+            failures, counts = log.timed(
+                f"{label}: compare", lambda: compare(project, names, label)
+            )
             log.counts.append((label, counts))
             log.failures += failures
         if CHECK == "each" and label == last:
@@ -196,7 +204,9 @@ def strategies(log: Log, names: list[str]) -> str:
         for label, reports in log.refreshes:
             r = reports.get(name)
             rows = counts.get(label, {}).get(name, "?")
-            cells.append("-" if r is None else f"{r.strategy}; {r.rows_in}/{r.rows_out}; {rows} rows")
+            cells.append(
+                "-" if r is None else f"{r.strategy}; {r.rows_in}/{r.rows_out}; {rows} rows"
+            )
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -209,13 +219,18 @@ def timings(log: Log, names: list[str], total: float, load: tuple[float, float])
     labels = [label for label, _ in log.refreshes]
     lines += ["", "  seconds per view refresh: " + " | ".join(labels)]
     for name in names:
-        cells = [f"{reports[name].seconds:6.1f}" if name in reports else "     -" for _, reports in log.refreshes]
+        cells = [
+            f"{reports[name].seconds:6.1f}" if name in reports else "     -"
+            for _, reports in log.refreshes
+        ]
         lines.append(f"  {name:<5} " + "  ".join(cells))
     return "\n".join(lines)
 
 
 @pytest.mark.deep
-def test_tpch_queries_match_recompute_through_refresh_rounds(spark, tmp_project: MakeProject) -> None:
+def test_tpch_queries_match_recompute_through_refresh_rounds(
+    spark, tmp_project: MakeProject
+) -> None:
     names = SUBSET or list(QUERIES)
     started, load_before = time.perf_counter(), os.getloadavg()[0]
     log = Log()
@@ -226,7 +241,11 @@ def test_tpch_queries_match_recompute_through_refresh_rounds(spark, tmp_project:
         text = strategies(log, names)
         if WRITE_REPORT and not SUBSET and not log.failures and len(log.refreshes) == ROUNDS + 1:
             REPORT.write_text(text)
-        print("\n" + text + timings(log, names, time.perf_counter() - started, (load_before, os.getloadavg()[0])))
+        print(
+            "\n"
+            + text
+            + timings(log, names, time.perf_counter() - started, (load_before, os.getloadavg()[0]))
+        )
     assert not log.failures, "\n\n".join(log.failures)
     # the data must give every query rows (round 2 empties Q16 on purpose, so not after it)
     counts = dict(log.counts)

@@ -47,7 +47,9 @@ def test_several_views_per_file_in_order(many) -> None:
 
 
 def test_each_view_located_on_its_create_line(many, tmp_path: Path) -> None:
-    assert [v.location for v in many] == [Location(tmp_path / "a.sql", line) for line in (2, 7, 11, 13)]
+    assert [v.location for v in many] == [
+        Location(tmp_path / "a.sql", line) for line in (2, 7, 11, 13)
+    ]
 
 
 def test_semicolons_in_strings_comments_and_quoted_identifiers_do_not_split(many) -> None:
@@ -116,7 +118,11 @@ def test_duplicate_view_names_refused_with_both_locations(tmp_path: Path) -> Non
 
 
 def test_duplicate_view_names_in_one_file(tmp_path: Path) -> None:
-    write(tmp_path, "a.sql", "CREATE VIEW v AS SELECT 1 AS x FROM t;\n\nCREATE VIEW v AS SELECT 2 AS x FROM t;\n")
+    write(
+        tmp_path,
+        "a.sql",
+        "CREATE VIEW v AS SELECT 1 AS x FROM t;\n\nCREATE VIEW v AS SELECT 2 AS x FROM t;\n",
+    )
     with pytest.raises(SqlError) as caught:
         load_views(tmp_path)
     assert caught.value.location == Location(tmp_path / "a.sql", 3)
@@ -132,7 +138,9 @@ def test_duplicate_view_names_in_one_file(tmp_path: Path) -> None:
         ("DROP VIEW v", "DROP"),
     ],
 )
-def test_non_view_statement_refused_with_file_line(tmp_path: Path, statement: str, found: str) -> None:
+def test_non_view_statement_refused_with_file_line(
+    tmp_path: Path, statement: str, found: str
+) -> None:
     write(tmp_path, "a.sql", f"CREATE VIEW ok AS SELECT 1 AS x FROM t;\n\n-- next\n{statement};\n")
     with pytest.raises(UnsupportedError) as caught:
         load_views(tmp_path)
@@ -162,12 +170,18 @@ def test_parse_error_line_is_relative_to_the_file(tmp_path: Path) -> None:
 
 def test_parse_view_offsets_parse_error_by_the_statement_line() -> None:
     with pytest.raises(SqlError) as caught:
-        parse_view("CREATE VIEW v AS\n\nSELECT a FROM t WHERE a IN (1,\n 2 3)", Location("views/x.sql", 5))
+        parse_view(
+            "CREATE VIEW v AS\n\nSELECT a FROM t WHERE a IN (1,\n 2 3)", Location("views/x.sql", 5)
+        )
     assert caught.value.location == Location("views/x.sql", 8)
 
 
 def test_unclosed_string_reported_at_its_line(tmp_path: Path) -> None:
-    write(tmp_path, "a.sql", "CREATE VIEW ok AS SELECT 1 AS x FROM t;\n\nCREATE VIEW bad AS\nSELECT 'oops FROM t;\n")
+    write(
+        tmp_path,
+        "a.sql",
+        "CREATE VIEW ok AS SELECT 1 AS x FROM t;\n\nCREATE VIEW bad AS\nSELECT 'oops FROM t;\n",
+    )
     with pytest.raises(SqlError) as caught:
         load_views(tmp_path)
     assert caught.value.location == Location(tmp_path / "a.sql", 4)
@@ -190,4 +204,9 @@ def test_reserved_view_name_refused() -> None:
 def test_parse_view_keeps_what_it_was_given() -> None:
     text = "CREATE VIEW V (X, y) AS SELECT a, b FROM t"
     view = parse_view(text, Location("views/x.sql", 9))
-    assert (view.name, view.column_names, view.location, view.text) == ("v", ("x", "y"), Location("views/x.sql", 9), text)
+    assert (view.name, view.column_names, view.location, view.text) == (
+        "v",
+        ("x", "y"),
+        Location("views/x.sql", 9),
+        text,
+    )

@@ -10,6 +10,7 @@ its own (Derby allows one JVM), so this test writes to the source table by its p
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,8 @@ from typer.testing import CliRunner
 from ivm_sql.cli import app
 from ivm_sql.errors import IvmError
 from ivm_sql.incremental.temporal import micros
-from ivm_sql.project import Project
 from ivm_sql.progress import round_line
+from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import ViewReport
 from ivm_sql.runtime.watch import changed_sources, parse_clock_interval, parse_interval, rounds
 
@@ -57,7 +58,9 @@ GROUP BY c.country;
 # the interval (no Spark) -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, seconds", [("500ms", 0.5), ("10s", 10.0), ("2m", 120.0), ("1.5s", 1.5), (" 1h ", 3600.0)])
+@pytest.mark.parametrize(
+    "text, seconds", [("500ms", 0.5), ("10s", 10.0), ("2m", 120.0), ("1.5s", 1.5), (" 1h ", 3600.0)]
+)
 def test_intervals_are_numbers_with_a_unit(text: str, seconds: float) -> None:
     assert parse_interval(text) == seconds
 
@@ -87,12 +90,15 @@ def test_changed_sources_are_those_whose_version_moved() -> None:
     assert changed_sources({"db.a": 3, "db.b": 1}, {"db.a": 5, "db.b": 1}) == {"db.a": (3, 5)}
 
 
-@pytest.mark.parametrize("reads_clock, clock_every, clock_rounds", [(True, 0.05, 2), (True, None, 0), (False, 0.05, 0)])
-def test_the_clock_alone_starts_a_refresh_only_of_views_reading_it(reads_clock: bool, clock_every: float | None,
-                                                                  clock_rounds: int) -> None:
+@pytest.mark.parametrize(
+    "reads_clock, clock_every, clock_rounds", [(True, 0.05, 2), (True, None, 0), (False, 0.05, 0)]
+)
+def test_the_clock_alone_starts_a_refresh_only_of_views_reading_it(
+    reads_clock: bool, clock_every: float | None, clock_rounds: int
+) -> None:
     """No source ever changes: only the clock can start a refresh after the first, and only
     when a view read it (its report has a ``now``) and ``clock_every`` is set."""
-    now = datetime.now(timezone.utc) if reads_clock else None
+    now = datetime.now(UTC) if reads_clock else None
     refreshes = []
 
     def refresh() -> tuple[list[ViewReport], dict[str, int]]:
@@ -101,16 +107,21 @@ def test_the_clock_alone_starts_a_refresh_only_of_views_reading_it(reads_clock: 
 
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()
-    watched = list(rounds(refresh, lambda pinned: dict(pinned), every=0.01, stop=stop, clock_every=clock_every))
+    watched = list(rounds(refresh, dict, every=0.01, stop=stop, clock_every=clock_every))
     assert [r.clock for r in watched] == [False] + [True] * (len(watched) - 1)
     assert all(r.changed == {} for r in watched)
     if clock_rounds:
         assert len(watched) >= clock_rounds
-        assert all(later - earlier >= 0.9 * clock_every for earlier, later in zip(refreshes, refreshes[1:]))
+        assert all(
+            later - earlier >= 0.9 * clock_every for earlier, later in itertools.pairwise(refreshes)
+        )
     else:
         assert len(watched) == 1
-    assert round_line(watched[-1]).endswith("changed: the clock (a view filters on the current time)" if clock_rounds
-                                            else "first refresh of the watch")
+    assert round_line(watched[-1]).endswith(
+        "changed: the clock (a view filters on the current time)"
+        if clock_rounds
+        else "first refresh of the watch"
+    )
 
 
 @pytest.mark.parametrize("text, seconds", [("off", None), ("OFF", None), ("30s", 30.0)])
@@ -128,7 +139,9 @@ def shop(spark: SparkSession, tmp_project: MakeProject) -> Project:
     return project
 
 
-def jobs_of(spark: SparkSession, group: str, action: Callable[[], object]) -> tuple[object, list[int]]:
+def jobs_of(
+    spark: SparkSession, group: str, action: Callable[[], object]
+) -> tuple[object, list[int]]:
     """What ``action`` returns, and the Spark jobs it ran (under job group ``group``)."""
     context = spark.sparkContext
     context.setJobGroup(group, group)
@@ -138,31 +151,46 @@ def jobs_of(spark: SparkSession, group: str, action: Callable[[], object]) -> tu
         context.setJobGroup("after-" + group, "after")
 
 
-def test_watch_refreshes_each_round_of_changes_and_polls_without_a_job(spark: SparkSession, shop: Project) -> None:
+def test_watch_refreshes_each_round_of_changes_and_polls_without_a_job(
+    spark: SparkSession, shop: Project
+) -> None:
     before = spark.catalog.currentDatabase()
     try:
         rounds = shop.watch(every=0.05, until_idle=True)
         first = next(rounds)
-        assert first.number == 1 and first.changed == {} and {r.action for r in first.reports} == {"created"}
+        assert (
+            first.number == 1
+            and first.changed == {}
+            and {r.action for r in first.reports} == {"created"}
+        )
         orders = f"{shop.database}.orders"
         version = first.reports[0].versions[orders]
 
         shop.sql("INSERT INTO orders VALUES (4, 2, 40)")
         second = next(rounds)
         assert second.changed == {orders: (version, version + 1)}
-        assert {r.view.split(".")[-1]: r.action for r in second.reports} == {"big_orders": "incremental", "revenue": "incremental"}
+        assert {r.view.split(".")[-1]: r.action for r in second.reports} == {
+            "big_orders": "incremental",
+            "revenue": "incremental",
+        }
 
         shop.sql("UPDATE customers SET country = 'FR' WHERE id = 2")
         third = next(rounds)
         assert list(third.changed) == [f"{shop.database}.customers"]
-        assert {r.view.split(".")[-1]: r.action for r in third.reports} == {"big_orders": "unchanged", "revenue": "incremental"}
+        assert {r.view.split(".")[-1]: r.action for r in third.reports} == {
+            "big_orders": "unchanged",
+            "revenue": "incremental",
+        }
 
         # the poll that finds nothing: reads the logs only, and ends an --until-idle watch
         ended, jobs = jobs_of(spark, "idle-poll", lambda: next(rounds, None))
         assert ended is None
         assert jobs == [], f"polling the sources ran Spark jobs {jobs}"
         assert all(r.ok for r in shop.verify())
-        assert sorted(tuple(r) for r in spark.sql("SELECT * FROM revenue").collect()) == [("FR", 2, 70), ("UK", 2, 25)]
+        assert sorted(tuple(r) for r in spark.sql("SELECT * FROM revenue").collect()) == [
+            ("FR", 2, 70),
+            ("UK", 2, 25),
+        ]
     finally:
         spark.catalog.setCurrentDatabase(before)
 
@@ -176,7 +204,8 @@ def test_watch_ends_when_asked_between_refreshes(spark: SparkSession, shop: Proj
         threading.Timer(0.2, stop.set).start()
         started = time.monotonic()
         assert next(rounds, None) is None
-        assert time.monotonic() - started < 1800  # not the hour's wait for the next poll, on any machine
+        # not the hour's wait for the next poll, on any machine
+        assert time.monotonic() - started < 1800
     finally:
         spark.catalog.setCurrentDatabase(before)
 
@@ -191,7 +220,8 @@ INSERT INTO events VALUES (1, TIMESTAMP '2020-01-01 00:00:00');
 
 
 def test_watch_refreshes_a_view_on_the_current_time_when_only_the_clock_moved(
-        spark: SparkSession, tmp_project: MakeProject) -> None:
+    spark: SparkSession, tmp_project: MakeProject
+) -> None:
     """A row stamped a few seconds ahead enters ``arrived`` once the clock passes it, with no
     source changed after its insert: a refresh the clock alone started brings it in."""
     project = Project.open(tmp_project(ARRIVALS), spark=spark)
@@ -201,15 +231,19 @@ def test_watch_refreshes_a_view_on_the_current_time_when_only_the_clock_moved(
     try:
         watched = project.watch(every=0.1, clock_every=1.0, stop=stop)
         assert next(watched).reports[0].now is not None  # the view reads the clock
-        due = datetime.now(timezone.utc) + timedelta(seconds=4)
+        due = datetime.now(UTC) + timedelta(seconds=4)
         project.sql(f"INSERT INTO events SELECT 2, timestamp_micros({micros(due)})")
 
         def arrived() -> list[int]:
-            return sorted(row.id for row in spark.sql(f"SELECT id FROM {project.database}.arrived").collect())
+            return sorted(
+                row.id for row in spark.sql(f"SELECT id FROM {project.database}.arrived").collect()
+            )
 
         changed = next(watched)
         assert changed.changed and not changed.clock
-        assert changed.reports[0].now < due, "the refresh of the insert began after the row's moment: nothing left to test"
+        assert changed.reports[0].now < due, (
+            "the refresh of the insert began after the row's moment: nothing left to test"
+        )
         assert arrived() == [1]
         give_up = threading.Timer(120, stop.set)  # without the clock, the watch would wait forever
         give_up.start()
@@ -227,22 +261,44 @@ def test_watch_refreshes_a_view_on_the_current_time_when_only_the_clock_moved(
         spark.catalog.setCurrentDatabase(before)
 
 
-def test_cli_prints_one_json_line_per_refresh_and_stops_when_idle(spark: SparkSession, shop: Project) -> None:
+def test_cli_prints_one_json_line_per_refresh_and_stops_when_idle(
+    spark: SparkSession, shop: Project
+) -> None:
     before = spark.catalog.currentDatabase()
     try:
-        result = CliRunner().invoke(app, ["-p", str(shop.root), "refresh", "--watch", "--until-idle", "--every", "100ms", "--json"])
+        result = CliRunner().invoke(
+            app,
+            [
+                "-p",
+                str(shop.root),
+                "refresh",
+                "--watch",
+                "--until-idle",
+                "--every",
+                "100ms",
+                "--json",
+            ],
+        )
         assert result.exit_code == 0, result.output
         lines = result.stdout.splitlines()
         assert len(lines) == 1
         document = json.loads(lines[0])
-        assert document["round"] == 1 and document["changed"] == {} and document["totals"]["created"] == 2
+        assert (
+            document["round"] == 1
+            and document["changed"] == {}
+            and document["totals"]["created"] == 2
+        )
         assert "idle: no source changed since the last refresh; 1 refreshes" in result.stderr
 
         shop.sql("INSERT INTO orders VALUES (5, 1, 50)")
-        text = CliRunner().invoke(app, ["-p", str(shop.root), "refresh", "--watch", "--until-idle", "--every", "100ms"])
+        text = CliRunner().invoke(
+            app, ["-p", str(shop.root), "refresh", "--watch", "--until-idle", "--every", "100ms"]
+        )
         assert text.exit_code == 0, text.output
-        line, = text.stdout.splitlines()
-        assert line.startswith("refresh 1 at ") and "2 views (2 incremental), 2 rows in" in line, line
+        (line,) = text.stdout.splitlines()
+        assert line.startswith("refresh 1 at ") and "2 views (2 incremental), 2 rows in" in line, (
+            line
+        )
     finally:
         spark.catalog.setCurrentDatabase(before)
 
@@ -251,14 +307,21 @@ def test_cli_prints_one_json_line_per_refresh_and_stops_when_idle(spark: SparkSe
 
 
 def ivm(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "ivm_sql.cli", "-p", str(root), *args],
-                            capture_output=True, text=True, timeout=timeout, env=ENVIRONMENT)
+    result = subprocess.run(
+        [sys.executable, "-m", "ivm_sql.cli", "-p", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENVIRONMENT,
+    )
     assert "Traceback" not in result.stdout + result.stderr, result.stderr
     return result
 
 
 ENVIRONMENT = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-SETTINGS = "spark:\n  conf:\n    spark.sql.shuffle.partitions: 2\n    spark.sql.adaptive.enabled: false\n"
+SETTINGS = (
+    "spark:\n  conf:\n    spark.sql.shuffle.partitions: 2\n    spark.sql.adaptive.enabled: false\n"
+)
 
 
 class Watching:
@@ -266,17 +329,34 @@ class Watching:
 
     def __init__(self, root: Path):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ivm_sql.cli", "-p", str(root), "refresh", "--watch", "--every", "200ms"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENVIRONMENT,
+            [
+                sys.executable,
+                "-m",
+                "ivm_sql.cli",
+                "-p",
+                str(root),
+                "refresh",
+                "--watch",
+                "--every",
+                "200ms",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENVIRONMENT,
         )
         self.lines: list[str] = []
-        self._reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        self._reader = threading.Thread(
+            target=lambda: self.lines.extend(self.process.stdout), daemon=True
+        )
         self._reader.start()
 
     def wait_for(self, count: int, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
         while len(self.lines) < count:
-            assert self.process.poll() is None, f"the watch ended early: {self.process.stderr.read()}"
+            assert self.process.poll() is None, (
+                f"the watch ended early: {self.process.stderr.read()}"
+            )
             assert time.monotonic() < deadline, f"no refresh {count} in {timeout}s: {self.lines}"
             time.sleep(0.1)
 
@@ -292,7 +372,8 @@ def commits_of_state(root: Path) -> set[Path]:
 
 
 def test_sigterm_finishes_or_abandons_the_refresh_and_views_stay_consistent(
-        spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> None:
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     root = tmp_path_factory.mktemp("watched")
     database = f"t_{uuid.uuid4().hex[:8]}"
     for name, text in {**SHOP, "ivm.yaml": f"database: {database}\n{SETTINGS}"}.items():
@@ -310,17 +391,25 @@ def test_sigterm_finishes_or_abandons_the_refresh_and_views_stay_consistent(
     for i in (1, 2):
         change(i)
         watching.wait_for(1 + i)
-        assert watching.lines[i].startswith(f"refresh {1 + i} at ") and f"changed: {database}.orders" in watching.lines[i]
+        assert (
+            watching.lines[i].startswith(f"refresh {1 + i} at ")
+            and f"changed: {database}.orders" in watching.lines[i]
+        )
     before = commits_of_state(root)
     change(3)
     deadline = time.monotonic() + 300
-    while commits_of_state(root) == before and len(watching.lines) < 4:  # the refresh has begun committing
+    while (
+        commits_of_state(root) == before and len(watching.lines) < 4
+    ):  # the refresh has begun committing
         assert time.monotonic() < deadline
         time.sleep(0.05)
     watching.process.send_signal(signal.SIGTERM)
     code, errors = watching.end()
     assert code == 0, errors
-    assert "SIGTERM: stopping after the refresh in progress" in errors and "stopped by SIGTERM; 4 refreshes" in errors
+    assert (
+        "SIGTERM: stopping after the refresh in progress" in errors
+        and "stopped by SIGTERM; 4 refreshes" in errors
+    )
     assert len(watching.lines) == 4 and watching.lines[3].startswith("refresh 4 at ")
 
     # a second SIGTERM abandons the refresh in progress
@@ -337,7 +426,9 @@ def test_sigterm_finishes_or_abandons_the_refresh_and_views_stay_consistent(
     code, errors = watching.end()
     last = errors.strip().splitlines()[-1]
     # 130 and one word; or 0, when the refresh had ended before the second signal came
-    assert (code, last) == (130, "interrupted") or (code == 0 and last.startswith("stopped by SIGTERM")), errors
+    assert (code, last) == (130, "interrupted") or (
+        code == 0 and last.startswith("stopped by SIGTERM")
+    ), errors
     assert "Traceback" not in errors
 
     # consistent as the abandoned refresh left them: each table at the versions it records

@@ -57,7 +57,11 @@ def test_each_plan_starts_after_the_plans_it_reads_end_and_results_keep_the_plan
     assert sorted(done) == results  # each reported once, as it ended
     for plan, inputs in GRAPH.items():
         for other in inputs:
-            assert work.position("end", other) < work.position("start", plan), (plan, other, work.events)
+            assert work.position("end", other) < work.position("start", plan), (
+                plan,
+                other,
+                work.events,
+            )
     assert work.most == 2 and len(work.threads) == 2
     # b ended before a: c waited for a, while e, which reads nothing, did not wait for a
     assert work.position("start", "e") < work.position("end", "a")

@@ -18,7 +18,6 @@ import re
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
-
 from oracle import ViewSpec
 
 INT, STR, DEC, DBL, ARR = "int", "str", "dec", "dbl", "arr"
@@ -49,28 +48,65 @@ def _table(name: str, *columns: str) -> Relation:
 TABLES = (
     _table("customers", "id:int", "name:str", "country:str", "score:int"),
     _table("products", "id:int", "category:str", "price:dec"),
-    _table("orders", "id:int", "customer_id:int", "product_id:int", "qty:int", "status:str", "note:str"),
+    _table(
+        "orders", "id:int", "customer_id:int", "product_id:int", "qty:int", "status:str", "note:str"
+    ),
 )
 
 # literals per column name (values the random rows hold, so filters select some rows)
 LITERALS = {
-    "id": ["1", "2", "3", "5"], "customer_id": ["1", "2", "4"], "product_id": ["1", "2", "3"],
-    "score": ["0", "3", "5", "9"], "qty": ["0", "1", "2", "3"], "price": ["5.00", "12.50", "1"],
-    "name": ["'ann'", "'bob'", "''"], "country": ["'DE'", "'FR'", "'US'"],
-    "category": ["'toys'", "'food'", "'books'"], "status": ["'shipped'", "'new'", "'cancelled'"],
+    "id": ["1", "2", "3", "5"],
+    "customer_id": ["1", "2", "4"],
+    "product_id": ["1", "2", "3"],
+    "score": ["0", "3", "5", "9"],
+    "qty": ["0", "1", "2", "3"],
+    "price": ["5.00", "12.50", "1"],
+    "name": ["'ann'", "'bob'", "''"],
+    "country": ["'DE'", "'FR'", "'US'"],
+    "category": ["'toys'", "'food'", "'books'"],
+    "status": ["'shipped'", "'new'", "'cancelled'"],
     "note": ["'gift'", "'rush'", "''"],
 }
-KIND_LITERALS = {INT: ["0", "1", "2", "3"], DEC: ["1.00", "5.00", "20"], STR: ["'DE'", "'shipped'", "'toys'", "''"]}
+KIND_LITERALS = {
+    INT: ["0", "1", "2", "3"],
+    DEC: ["1.00", "5.00", "20"],
+    STR: ["'DE'", "'shipped'", "'toys'", "''"],
+}
 
 # join conditions a schema suggests: the same name, or a foreign key and the key it names
 NATURAL_KEYS = ({"customer_id", "id"}, {"product_id", "id"})
 
 # what a view uses, for coverage: one name per construct of docs/sql-support.md
 FAMILIES = (
-    "join", "self_join", "outer_join", "null_filter", "boolean_logic", "group_by", "having", "global_aggregate",
-    "count", "sum_avg", "min_max", "count_distinct", "sum_distinct", "collect_set", "max_by", "stddev",
-    "grouping_sets", "distinct", "exists", "not_exists", "in", "not_in", "scalar_subquery",
-    "correlated_subquery", "set_operation", "window", "top_k", "limit", "view_over_view",
+    "join",
+    "self_join",
+    "outer_join",
+    "null_filter",
+    "boolean_logic",
+    "group_by",
+    "having",
+    "global_aggregate",
+    "count",
+    "sum_avg",
+    "min_max",
+    "count_distinct",
+    "sum_distinct",
+    "collect_set",
+    "max_by",
+    "stddev",
+    "grouping_sets",
+    "distinct",
+    "exists",
+    "not_exists",
+    "in",
+    "not_in",
+    "scalar_subquery",
+    "correlated_subquery",
+    "set_operation",
+    "window",
+    "top_k",
+    "limit",
+    "view_over_view",
 )
 
 
@@ -140,7 +176,9 @@ class GeneratedView:
     families: frozenset[str]
 
     def relation(self) -> Relation:
-        return Relation(self.spec.name, tuple(c for c in self.columns if c.kind in PLAIN), is_view=True)
+        return Relation(
+            self.spec.name, tuple(c for c in self.columns if c.kind in PLAIN), is_view=True
+        )
 
 
 Scope = list[tuple[str, Relation]]
@@ -160,7 +198,9 @@ def literal(draw, ref: Ref) -> str:
 def comparison(draw, query: Query, scope: Scope) -> str:
     """One condition on a column: NULL tests, comparisons with a literal or a column, coalesce."""
     ref = draw(st.sampled_from(refs(scope)))
-    shape = draw(st.sampled_from(["=", "is null", "is not null", "<>", ">", "<=", "coalesce", "column"]))
+    shape = draw(
+        st.sampled_from(["=", "is null", "is not null", "<>", ">", "<=", "coalesce", "column"])
+    )
     if shape in ("is null", "is not null", "coalesce"):
         query.families.add("null_filter")
     if shape == "is null":
@@ -195,8 +235,17 @@ def predicate(draw, query: Query, scope: Scope, depth: int = 0) -> str:
 def join_condition(draw, scope: Scope, alias: str, relation: Relation) -> str:
     """``left = right`` between a column in scope and one of ``relation``, natural keys first.
     There is always a pair: a table has INT and STRING columns, a view one of them at least."""
-    pairs = [(left, Ref(alias, c)) for left in refs(scope, KEYS) for c in relation.columns if c.kind == left.kind]
-    natural = [(l, r) for l, r in pairs if l.column.name == r.column.name or {l.column.name, r.column.name} in NATURAL_KEYS]
+    pairs = [
+        (left, Ref(alias, c))
+        for left in refs(scope, KEYS)
+        for c in relation.columns
+        if c.kind == left.kind
+    ]
+    natural = [
+        (a, b)
+        for a, b in pairs
+        if a.column.name == b.column.name or {a.column.name, b.column.name} in NATURAL_KEYS
+    ]
     left, right = draw(st.sampled_from(natural if natural and draw(st.integers(0, 3)) else pairs))
     return f"{left.sql} = {right.sql}"
 
@@ -273,11 +322,21 @@ def scalar_subquery_output(draw, query: Query, scope: Scope) -> Output:
     query.families.add("scalar_subquery")
     source, inner, on = correlation(draw, query, scope)
     ref = draw(st.sampled_from(refs(inner)))
-    aggregate, kind = draw(st.sampled_from([
-        ("COUNT(*)", INT), (f"MAX({ref.sql})", ref.kind), (f"COUNT(DISTINCT {ref.sql})", INT),
-        (f"sort_array(collect_set({ref.sql}))", ARR),
-    ]))
-    return query.output(f"(SELECT {aggregate} {source}{where_of([on] if on else [])})", f"sub_{ref.column.name}", kind)
+    aggregate, kind = draw(
+        st.sampled_from(
+            [
+                ("COUNT(*)", INT),
+                (f"MAX({ref.sql})", ref.kind),
+                (f"COUNT(DISTINCT {ref.sql})", INT),
+                (f"sort_array(collect_set({ref.sql}))", ARR),
+            ]
+        )
+    )
+    return query.output(
+        f"(SELECT {aggregate} {source}{where_of([on] if on else [])})",
+        f"sub_{ref.column.name}",
+        kind,
+    )
 
 
 def where_clause(draw, query: Query, scope: Scope) -> str:
@@ -301,9 +360,15 @@ def scalar(draw, query: Query, scope: Scope) -> Output:
     if shape == "coalesce":
         return query.output(f"coalesce({ref.sql}, {literal(draw, ref)})", name, ref.kind)
     if shape == "case":
-        return query.output(f"CASE WHEN {comparison(draw, query, scope)} THEN {ref.sql} END", f"{name}_if", ref.kind)
+        return query.output(
+            f"CASE WHEN {comparison(draw, query, scope)} THEN {ref.sql} END", f"{name}_if", ref.kind
+        )
     if shape == "arithmetic" and ref.kind in NUMERIC:
-        return query.output(f"{ref.sql} {draw(st.sampled_from(['+', '-', '*']))} {literal(draw, ref)}", f"{name}_x", ref.kind)
+        return query.output(
+            f"{ref.sql} {draw(st.sampled_from(['+', '-', '*']))} {literal(draw, ref)}",
+            f"{name}_x",
+            ref.kind,
+        )
     if shape == "function" and ref.kind == STR:
         return _string_function(draw, query, ref)
     return query.output(ref.sql, name, ref.kind)
@@ -313,19 +378,38 @@ def _string_function(draw, query: Query, ref: Ref) -> Output:
     function = draw(st.sampled_from(["upper", "length", "concat"]))
     if function == "concat":
         return query.output(f"concat({ref.sql}, '-')", f"{ref.column.name}_tag", STR)
-    return query.output(f"{function}({ref.sql})", f"{ref.column.name}_{function}", INT if function == "length" else STR)
+    return query.output(
+        f"{function}({ref.sql})",
+        f"{ref.column.name}_{function}",
+        INT if function == "length" else STR,
+    )
 
 
 def projections(draw, query: Query, scope: Scope, most: int = 4) -> list[Output]:
     return [scalar(draw, query, scope) for _ in range(draw(st.integers(1, most)))]
 
 
-AGGREGATES = ("count", "sum_avg", "min_max", "count_distinct", "sum_distinct", "collect_set", "max_by", "stddev")
+AGGREGATES = (
+    "count",
+    "sum_avg",
+    "min_max",
+    "count_distinct",
+    "sum_distinct",
+    "collect_set",
+    "max_by",
+    "stddev",
+)
 # The aggregate families a grouped view draws from. Mixing every family sends nearly every
 # view down the touched-groups recompute, so half the views keep to the families of one
 # incremental strategy: invertible (COUNT/SUM/AVG), extremes (MIN/MAX), or touched groups.
-FOCUSES = (AGGREGATES, AGGREGATES, ("count", "sum_avg"), ("min_max",), ("min_max", "count", "sum_avg"),
-           ("count_distinct", "sum_distinct", "collect_set", "max_by", "stddev"))
+FOCUSES = (
+    AGGREGATES,
+    AGGREGATES,
+    ("count", "sum_avg"),
+    ("min_max",),
+    ("min_max", "count", "sum_avg"),
+    ("count_distinct", "sum_distinct", "collect_set", "max_by", "stddev"),
+)
 
 
 def aggregate(draw, query: Query, scope: Scope, families: tuple[str, ...] = AGGREGATES) -> Output:
@@ -334,7 +418,9 @@ def aggregate(draw, query: Query, scope: Scope, families: tuple[str, ...] = AGGR
     numeric = refs(scope, NUMERIC)
     if not numeric and family in ("sum_avg", "sum_distinct", "stddev"):
         family = "count"
-    ref = draw(st.sampled_from(numeric if family in ("sum_avg", "sum_distinct", "stddev") else refs(scope)))
+    ref = draw(
+        st.sampled_from(numeric if family in ("sum_avg", "sum_distinct", "stddev") else refs(scope))
+    )
     name = ref.column.name
     query.families.add(family)
     if family == "count":
@@ -358,7 +444,9 @@ def aggregate(draw, query: Query, scope: Scope, families: tuple[str, ...] = AGGR
         by = draw(st.sampled_from(refs(scope)))
         function = draw(st.sampled_from(["max_by", "min_by"]))
         # ordered by (by, x): rows that tie hold the same x
-        return query.output(f"{function}({ref.sql}, struct({by.sql}, {ref.sql}))", f"{name}_{function}", ref.kind)
+        return query.output(
+            f"{function}({ref.sql}, struct({by.sql}, {ref.sql}))", f"{name}_{function}", ref.kind
+        )
     return query.output(f"stddev_pop({ref.sql})", f"sd_{name}", DBL)
 
 
@@ -397,7 +485,10 @@ def plain_view(draw, query: Query, pool: list[Relation]) -> tuple[str, list[Outp
     distinct = "DISTINCT " if draw(st.integers(0, 3)) == 0 else ""
     if distinct:
         query.families.add("distinct")
-    return f"SELECT {distinct}{select_list(outputs)}\n{source}{where_clause(draw, query, scope)}", outputs
+    return (
+        f"SELECT {distinct}{select_list(outputs)}\n{source}{where_clause(draw, query, scope)}",
+        outputs,
+    )
 
 
 def grouped_view(draw, query: Query, pool: list[Relation]) -> tuple[str, list[Output]]:
@@ -427,7 +518,11 @@ def grouped_view(draw, query: Query, pool: list[Relation]) -> tuple[str, list[Ou
 
 def ordered_by(outputs: list[Output], draw) -> str:
     """Every output, each ascending or descending: only equal rows tie."""
-    return ", ".join(f"{o.sql}{draw(st.sampled_from(['', ' DESC', ' DESC NULLS LAST']))}" for o in outputs if o.kind != ARR)
+    return ", ".join(
+        f"{o.sql}{draw(st.sampled_from(['', ' DESC', ' DESC NULLS LAST']))}"
+        for o in outputs
+        if o.kind != ARR
+    )
 
 
 def window_view(draw, query: Query, pool: list[Relation]) -> tuple[str, list[Output]]:
@@ -437,28 +532,51 @@ def window_view(draw, query: Query, pool: list[Relation]) -> tuple[str, list[Out
     source, scope = from_clause(draw, query, pool, most=3)
     where = where_clause(draw, query, scope)
     partition = draw(st.sampled_from(refs(scope, KEYS)))
-    outputs = [query.output(partition.sql, partition.column.name, partition.kind)] + projections(draw, query, scope, 3)
+    outputs = [query.output(partition.sql, partition.column.name, partition.kind)] + projections(
+        draw, query, scope, 3
+    )
     over = f"PARTITION BY {partition.sql}"
     everything = ordered_by(outputs, draw)
     windows = []
     for _ in range(draw(st.integers(1, 3))):
-        function = draw(st.sampled_from(["ROW_NUMBER", "RANK", "DENSE_RANK", "LAG", "LEAD", "running SUM"]))
+        function = draw(
+            st.sampled_from(["ROW_NUMBER", "RANK", "DENSE_RANK", "LAG", "LEAD", "running SUM"])
+        )
         if function == "running SUM" and not refs(scope, NUMERIC):
             function = "RANK"
         # RANK and the running SUM order by an output: rows that tie show the same value
         by = draw(st.sampled_from(outputs)).sql
         if function == "ROW_NUMBER":
-            windows.append(query.output(f"ROW_NUMBER() OVER ({over} ORDER BY {everything})", "rn", INT))
+            windows.append(
+                query.output(f"ROW_NUMBER() OVER ({over} ORDER BY {everything})", "rn", INT)
+            )
         elif function in ("RANK", "DENSE_RANK"):
-            windows.append(query.output(f"{function}() OVER ({over} ORDER BY {by})", function.lower(), INT))
+            windows.append(
+                query.output(f"{function}() OVER ({over} ORDER BY {by})", function.lower(), INT)
+            )
         elif function in ("LAG", "LEAD"):
             value = draw(st.sampled_from(outputs))  # an output: rows that tie show the same value
-            default = f", 1, {draw(st.sampled_from(KIND_LITERALS[value.kind]))}" if value.kind in KIND_LITERALS and draw(st.booleans()) else ""
-            windows.append(query.output(f"{function}({value.sql}{default}) OVER ({over} ORDER BY {everything})",
-                                        f"{function.lower()}_{value.name}", value.kind))
+            default = (
+                f", 1, {draw(st.sampled_from(KIND_LITERALS[value.kind]))}"
+                if value.kind in KIND_LITERALS and draw(st.booleans())
+                else ""
+            )
+            windows.append(
+                query.output(
+                    f"{function}({value.sql}{default}) OVER ({over} ORDER BY {everything})",
+                    f"{function.lower()}_{value.name}",
+                    value.kind,
+                )
+            )
         else:
             amount = draw(st.sampled_from(refs(scope, NUMERIC)))
-            windows.append(query.output(f"SUM({amount.sql}) OVER ({over} ORDER BY {by})", f"running_{amount.column.name}", amount.kind))
+            windows.append(
+                query.output(
+                    f"SUM({amount.sql}) OVER ({over} ORDER BY {by})",
+                    f"running_{amount.column.name}",
+                    amount.kind,
+                )
+            )
     outputs += windows
     return f"SELECT {select_list(outputs)}\n{source}{where}", outputs
 
@@ -472,11 +590,16 @@ def top_k_view(draw, query: Query, pool: list[Relation]) -> tuple[str, list[Outp
     k = draw(st.integers(1, 4))
     if draw(st.booleans()):
         query.families.add("limit")
-        return f"SELECT {select_list(outputs)}\n{source}{where}\nORDER BY {ordered_by(outputs, draw)}\nLIMIT {k}", outputs
+        return (
+            f"SELECT {select_list(outputs)}\n{source}{where}\nORDER BY {ordered_by(outputs, draw)}\nLIMIT {k}",
+            outputs,
+        )
     query.families.add("top_k")
     partition = draw(st.sampled_from(refs(scope, KEYS)))
     rank = draw(st.sampled_from(["ROW_NUMBER", "ROW_NUMBER", "RANK", "DENSE_RANK"]))
-    qualify = f"{rank}() OVER (PARTITION BY {partition.sql} ORDER BY {ordered_by(outputs, draw)}) <= {k}"
+    qualify = (
+        f"{rank}() OVER (PARTITION BY {partition.sql} ORDER BY {ordered_by(outputs, draw)}) <= {k}"
+    )
     return f"SELECT {select_list(outputs)}\n{source}{where}\nQUALIFY {qualify}", outputs
 
 
@@ -487,22 +610,38 @@ def set_operation_view(draw, query: Query, pool: list[Relation]) -> tuple[str, l
     kinds = [draw(st.sampled_from(KEYS)) for _ in range(draw(st.integers(1, 2)))]
     sides = []
     for _ in range(draw(st.integers(2, 3))):
-        relation = draw(st.sampled_from([r for r in pool if all(refs([("x", r)], (k,)) for k in kinds)]))
+        relation = draw(
+            st.sampled_from([r for r in pool if all(refs([("x", r)], (k,)) for k in kinds)])
+        )
         alias = query.alias(relation)
         scope: Scope = [(alias, relation)]
         columns = [draw(st.sampled_from(refs(scope, (k,)))).sql for k in kinds]
         condition = f" WHERE {predicate(draw, query, scope)}" if draw(st.booleans()) else ""
         sides.append((columns, f"FROM {relation.name} {alias}{condition}"))
-    outputs = [query.output(column, f"k{i + 1}", kind) for i, (column, kind) in enumerate(zip(sides[0][0], kinds))]
+    outputs = [
+        query.output(column, f"k{i + 1}", kind)
+        for i, (column, kind) in enumerate(zip(sides[0][0], kinds))
+    ]
     # the first side names the columns; a later side's are bare, a repeated one aliased (the
     # same column twice in a side of EXCEPT ALL breaks Spark's own RewriteExceptAll rule)
     first_columns, first_source = sides[0]
-    texts = [f"SELECT {', '.join(f'{c} AS {o.name}' for c, o in zip(first_columns, outputs))} {first_source}"]
+    texts = [
+        f"SELECT {', '.join(f'{c} AS {o.name}' for c, o in zip(first_columns, outputs))} {first_source}"
+    ]
     for columns, source in sides[1:]:
-        items = [c if c not in columns[:i] else f"{c} AS {o.name}" for i, (c, o) in enumerate(zip(columns, outputs))]
+        items = [
+            c if c not in columns[:i] else f"{c} AS {o.name}"
+            for i, (c, o) in enumerate(zip(columns, outputs))
+        ]
         texts.append(f"SELECT {', '.join(items)} {source}")
-    operators = [draw(st.sampled_from(["UNION ALL", "UNION", "INTERSECT", "INTERSECT ALL", "EXCEPT", "EXCEPT ALL"]))
-                 for _ in texts[1:]]
+    operators = [
+        draw(
+            st.sampled_from(
+                ["UNION ALL", "UNION", "INTERSECT", "INTERSECT ALL", "EXCEPT", "EXCEPT ALL"]
+            )
+        )
+        for _ in texts[1:]
+    ]
     text = texts[0] + "".join(f"\n{op}\n{t}" for op, t in zip(operators, texts[1:]))
     return text, outputs
 
@@ -522,7 +661,9 @@ def views(draw, name: str = "v01", earlier: tuple[GeneratedView, ...] = ()) -> G
     if query.reads:
         query.families.add("view_over_view")
     spec = ViewSpec(name, "\n" + text, reads=tuple(sorted(query.reads)))
-    return GeneratedView(spec, tuple(Column(o.name, o.kind) for o in outputs), frozenset(query.families))
+    return GeneratedView(
+        spec, tuple(Column(o.name, o.kind) for o in outputs), frozenset(query.families)
+    )
 
 
 @st.composite

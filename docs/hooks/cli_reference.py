@@ -13,6 +13,7 @@ command object.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 
@@ -21,13 +22,14 @@ from mkdocs.exceptions import PluginError
 MARKER = "<!-- ivm-cli-reference -->"
 COMMAND = [sys.executable, "-m", "typer", "ivm_sql.cli", "utils", "docs", "--name", "ivm"]
 
-_reference: str | None = None
 
-
-def _generate() -> str:
+@functools.cache
+def _reference() -> str:
     done = subprocess.run(COMMAND, capture_output=True, text=True)
     if done.returncode != 0 or "## `ivm refresh`" not in done.stdout:
-        raise PluginError(f"{' '.join(COMMAND[1:])} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+        raise PluginError(
+            f"{' '.join(COMMAND[1:])} failed ({done.returncode}):\n{done.stderr[-2000:]}"
+        )
     lines, fenced = [], False
     for line in done.stdout.splitlines():
         if line.startswith("```"):
@@ -37,9 +39,6 @@ def _generate() -> str:
 
 
 def on_page_markdown(markdown: str, page, **kwargs) -> str:
-    global _reference
     if MARKER not in markdown:
         return markdown
-    if _reference is None:
-        _reference = _generate()
-    return markdown.replace(MARKER, _reference)
+    return markdown.replace(MARKER, _reference())

@@ -27,7 +27,10 @@ def lower(select: exp.Select) -> exp.Select:
 
 
 def _lowered(node: exp.Expression) -> exp.Expression:
-    if not (isinstance(node, exp.Filter) and isinstance(node.this, SKIPS_NULLS)) or node.this.expressions:
+    if (
+        not (isinstance(node, exp.Filter) and isinstance(node.this, SKIPS_NULLS))
+        or node.this.expressions
+    ):
         return node
     call, condition = node.this.copy(), node.expression.this
     argument = call.this
@@ -36,7 +39,13 @@ def _lowered(node: exp.Expression) -> exp.Expression:
             return node
         argument.set("expressions", [_when(condition, argument.expressions[0])])
     else:
-        call.set("this", _when(condition, lit(1) if argument is None or isinstance(argument, exp.Star) else argument))
+        call.set(
+            "this",
+            _when(
+                condition,
+                lit(1) if argument is None or isinstance(argument, exp.Star) else argument,
+            ),
+        )
     return call
 
 

@@ -10,7 +10,7 @@ expressions and HAVING from keys and results above.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from sqlglot import exp
 
@@ -23,22 +23,65 @@ GROUP_INPUT = "__in"  # alias of the aggregate's input inside a recompute query
 
 # Spark aggregates that sqlglot parses as plain functions.
 UNKNOWN_AGGREGATES = {
-    "try_sum", "try_avg", "every", "some", "any", "bool_and", "bool_or", "histogram_numeric",
-    "count_min_sketch", "count_if", "max_by", "min_by", "mode", "percentile", "median",
-    "collect_list", "collect_set", "array_agg", "listagg", "string_agg", "bit_and", "bit_or",
-    "bit_xor", "hll_sketch_agg", "hll_union_agg", "regr_count", "regr_avgx", "regr_avgy",
-    "regr_slope", "regr_intercept", "regr_r2", "regr_sxx", "regr_sxy", "regr_syy", "grouping", "grouping_id",
+    "try_sum",
+    "try_avg",
+    "every",
+    "some",
+    "any",
+    "bool_and",
+    "bool_or",
+    "histogram_numeric",
+    "count_min_sketch",
+    "count_if",
+    "max_by",
+    "min_by",
+    "mode",
+    "percentile",
+    "median",
+    "collect_list",
+    "collect_set",
+    "array_agg",
+    "listagg",
+    "string_agg",
+    "bit_and",
+    "bit_or",
+    "bit_xor",
+    "hll_sketch_agg",
+    "hll_union_agg",
+    "regr_count",
+    "regr_avgx",
+    "regr_avgy",
+    "regr_slope",
+    "regr_intercept",
+    "regr_r2",
+    "regr_sxx",
+    "regr_sxy",
+    "regr_syy",
+    "grouping",
+    "grouping_id",
 }
 # Aggregates whose result depends on the order rows arrive in, which SQL leaves undefined.
 ORDER_DEPENDENT = (exp.First, exp.Last, exp.AnyValue, exp.ArrayAgg)
-ORDER_DEPENDENT_NAMES = {"first", "last", "first_value", "last_value", "any_value", "collect_list", "array_agg", "listagg", "string_agg"}
+ORDER_DEPENDENT_NAMES = {
+    "first",
+    "last",
+    "first_value",
+    "last_value",
+    "any_value",
+    "collect_list",
+    "array_agg",
+    "listagg",
+    "string_agg",
+}
 
 
 def is_aggregate(node: exp.Expression) -> bool:
     """An aggregate call, with its FILTER clause if it has one (``aggregate_filters``)."""
     if isinstance(node, exp.Filter):
         return is_aggregate(node.this)
-    return isinstance(node, exp.AggFunc) or (isinstance(node, exp.Anonymous) and node.name.lower() in UNKNOWN_AGGREGATES)
+    return isinstance(node, exp.AggFunc) or (
+        isinstance(node, exp.Anonymous) and node.name.lower() in UNKNOWN_AGGREGATES
+    )
 
 
 def calls_in(expression: exp.Expression) -> Iterator[exp.Expression]:
@@ -78,15 +121,24 @@ def kept(node: exp.Expression) -> tuple[str, exp.Expression | None] | None:
 def _order_dependent(call: exp.Expression) -> bool:
     if isinstance(call, exp.Filter):
         return _order_dependent(call.this)
-    return isinstance(call, ORDER_DEPENDENT) or (isinstance(call, exp.Anonymous) and call.name.lower() in ORDER_DEPENDENT_NAMES)
+    return isinstance(call, ORDER_DEPENDENT) or (
+        isinstance(call, exp.Anonymous) and call.name.lower() in ORDER_DEPENDENT_NAMES
+    )
 
 
 def _sorted_away(call: exp.Expression) -> bool:
     """``sort_array(collect_list(x))`` (or ``array_sort``, without a comparator): the list's
     order is sorted away, so the result depends only on the group's rows, like collect_set's."""
     parent = call.parent
-    is_list = isinstance(call, exp.ArrayAgg) or (isinstance(call, exp.Anonymous) and call.name.lower() in ("collect_list", "array_agg"))
-    return is_list and isinstance(parent, exp.ArraySort) and parent.this is call and parent.find(exp.Lambda) is None
+    is_list = isinstance(call, exp.ArrayAgg) or (
+        isinstance(call, exp.Anonymous) and call.name.lower() in ("collect_list", "array_agg")
+    )
+    return (
+        is_list
+        and isinstance(parent, exp.ArraySort)
+        and parent.this is call
+        and parent.find(exp.Lambda) is None
+    )
 
 
 def build(builder, select: exp.Select, sources, condition) -> Node:
@@ -101,7 +153,8 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
     for call in found:
         if _order_dependent(call) and not _sorted_away(call):
             raise builder.unsupported(
-                call, f"order-dependent aggregate {call.sql('spark')}",
+                call,
+                f"order-dependent aggregate {call.sql('spark')}",
                 "its result depends on row order, which SQL leaves undefined: use MIN, MAX, max_by or collect_set",
             )
     key_names = tuple(f"g{i}" for i in range(len(keys)))
@@ -145,7 +198,9 @@ def require_grouped(builder, expression: exp.Expression, grouped: str) -> None:
             )
 
 
-def _aggregate(sources, condition, keys: list[exp.Expression], found: list[exp.Expression]) -> Aggregate:
+def _aggregate(
+    sources, condition, keys: list[exp.Expression], found: list[exp.Expression]
+) -> Aggregate:
     args: list[exp.Expression] = []
     calls = []
     for j, node in enumerate(found):
@@ -158,11 +213,15 @@ def _aggregate(sources, condition, keys: list[exp.Expression], found: list[exp.E
         calls.append(AggCall(func, arg_name, f"agg{j}"))
     key_names = tuple(f"g{i}" for i in range(len(keys)))
     arg_names = tuple(f"a{i}" for i in range(len(args)))
-    inner = Select(sources, condition, key_names + arg_names, tuple(k.copy() for k in keys) + tuple(args))
+    inner = Select(
+        sources, condition, key_names + arg_names, tuple(k.copy() for k in keys) + tuple(args)
+    )
     return Aggregate(inner, key_names, tuple(calls))
 
 
-def _recompute(sources, condition, keys: list[exp.Expression], found: list[exp.Expression]) -> Recompute:
+def _recompute(
+    sources, condition, keys: list[exp.Expression], found: list[exp.Expression]
+) -> Recompute:
     """SELECT keys, aggregates FROM input GROUP BY keys, recomputed for touched groups."""
     columns: list[exp.Column] = []
     for call in found:
@@ -171,7 +230,12 @@ def _recompute(sources, condition, keys: list[exp.Expression], found: list[exp.E
                 columns.append(column)
     key_names = tuple(f"g{i}" for i in range(len(keys)))
     column_names = tuple(f"c{n}" for n in range(len(columns)))
-    inner = Select(sources, condition, key_names + column_names, tuple(k.copy() for k in keys) + tuple(c.copy() for c in columns))
+    inner = Select(
+        sources,
+        condition,
+        key_names + column_names,
+        tuple(k.copy() for k in keys) + tuple(c.copy() for c in columns),
+    )
 
     def over_input(call: exp.Expression) -> exp.Expression:
         def swap(node: exp.Expression) -> exp.Expression:
@@ -184,12 +248,17 @@ def _recompute(sources, condition, keys: list[exp.Expression], found: list[exp.E
     outputs = [alias(col(k, GROUP_INPUT), k) for k in key_names]
     outputs += [alias(over_input(call), f"agg{j}") for j, call in enumerate(found)]
     outputs += [alias(col(k, GROUP_INPUT), f"__ivm_k{i}") for i, k in enumerate(key_names)]
-    query = exp.select(*outputs).from_(exp.Table(this=ident(GROUP_INPUT), alias=exp.TableAlias(this=ident(GROUP_INPUT))))
+    query = exp.select(*outputs).from_(
+        exp.Table(this=ident(GROUP_INPUT), alias=exp.TableAlias(this=ident(GROUP_INPUT)))
+    )
     if key_names:
         query = query.group_by(*(col(k, GROUP_INPUT) for k in key_names))
     names = ", ".join(sorted({_function_name(c) for c in found if kept(c) is None}))
     return Recompute(
-        ((GROUP_INPUT, inner),), (key_names,), query, key_names + tuple(f"agg{j}" for j in range(len(found))),
+        ((GROUP_INPUT, inner),),
+        (key_names,),
+        query,
+        key_names + tuple(f"agg{j}" for j in range(len(found))),
         f"{names} per group",
     )
 

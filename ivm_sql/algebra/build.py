@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from sqlglot import exp
 
 from ivm_sql.algebra import (
-    aggregate_filters, aggregates, constants, generators, grouping_sets, join_trees, recursive, setops, subqueries, windows,
+    aggregate_filters,
+    aggregates,
+    constants,
+    generators,
+    grouping_sets,
+    join_trees,
+    recursive,
+    setops,
+    subqueries,
+    windows,
 )
 from ivm_sql.algebra.clock import is_clock_read
 from ivm_sql.algebra.joins import Inputs
@@ -15,17 +24,35 @@ from ivm_sql.algebra.nodes import Distinct, Node, Select, UnionAll
 from ivm_sql.errors import SqlError, UnsupportedError
 from ivm_sql.viewdefs import ViewDef
 
-
 # Functions whose value is not a function of the row: a view using them has no single
 # correct content to maintain.
-NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.Uuid, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime)
+NONDETERMINISTIC = (
+    exp.Rand,
+    exp.Randn,
+    exp.Uuid,
+    exp.CurrentTimestamp,
+    exp.CurrentDate,
+    exp.CurrentTime,
+)
 NONDETERMINISTIC_NAMES = {
-    "rand", "random", "randn", "uuid", "shuffle", "now", "current_timestamp", "current_date",
-    "monotonically_increasing_id", "spark_partition_id", "input_file_name", "localtimestamp",
+    "rand",
+    "random",
+    "randn",
+    "uuid",
+    "shuffle",
+    "now",
+    "current_timestamp",
+    "current_date",
+    "monotonically_increasing_id",
+    "spark_partition_id",
+    "input_file_name",
+    "localtimestamp",
 }
 GENERATORS = (exp.Explode, exp.Posexplode, exp.Inline)
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
-FULL_RECOMPUTE = "mark the view for full recompute: CREATE VIEW v TBLPROPERTIES ('ivm.refresh' = 'full') AS ..."
+FULL_RECOMPUTE = (
+    "mark the view for full recompute: CREATE VIEW v TBLPROPERTIES ('ivm.refresh' = 'full') AS ..."
+)
 NOT_FIXED_HINT = f"a view must be a function of its sources: compute the value in the source table, or {FULL_RECOMPUTE}"
 ROWS_NOT_FIXED_HINT = (
     "a view must be a function of its sources: write the rows as literals (VALUES, or range of numbers), "
@@ -61,13 +88,17 @@ class Builder:
     ``resolve`` gives the node that reads a table or another view (a Scan).
     """
 
-    def __init__(self, view: ViewDef, resolve: Callable[[exp.Table], Node], clock_in_filters: bool = False):
+    def __init__(
+        self, view: ViewDef, resolve: Callable[[exp.Table], Node], clock_in_filters: bool = False
+    ):
         self.view = view
         self.resolve = resolve
         self.clock_in_filters = clock_in_filters  # the current time allowed in WHERE and HAVING
 
     def unsupported(self, node: exp.Expression, what: str, hint: str) -> UnsupportedError:
-        return UnsupportedError(f"{what} in view {self.view.name}", location=self.view.locate(node), hint=hint)
+        return UnsupportedError(
+            f"{what} in view {self.view.name}", location=self.view.locate(node), hint=hint
+        )
 
     def refuse_unfixed(self, expression: exp.Expression, what: str | None = None) -> None:
         """Refuse a read of the current time or another non-deterministic function in
@@ -76,7 +107,9 @@ class Builder:
             if is_clock_read(node) or is_nondeterministic(node):
                 call = node.sql("spark")
                 if what is None:
-                    raise self.unsupported(node, f"non-deterministic function {call}", NOT_FIXED_HINT)
+                    raise self.unsupported(
+                        node, f"non-deterministic function {call}", NOT_FIXED_HINT
+                    )
                 raise self.unsupported(node, f"{what} (it calls {call})", ROWS_NOT_FIXED_HINT)
 
     # queries -------------------------------------------------------------------------------
@@ -91,7 +124,11 @@ class Builder:
                 unlimited.set(key, None)
             return windows.top_k(self, query, self.query(unlimited, ctes))
         if isinstance(query, exp.SetOperation) and query.args.get("limit"):
-            raise self.unsupported(query.args["limit"], "LIMIT on INTERSECT or EXCEPT", "put the set operation in a subquery")
+            raise self.unsupported(
+                query.args["limit"],
+                "LIMIT on INTERSECT or EXCEPT",
+                "put the set operation in a subquery",
+            )
         ctes = dict(ctes)
         with_ = query.args.get("with_") or query.args.get("with")
         if with_ is not None:
@@ -111,7 +148,9 @@ class Builder:
             _check_known(self, query, UNION_CLAUSES)
             self._check_order_limit(query)
             left = self.query(query.left, ctes)
-            return setops.build(query, left, self.query(_named_like(query.right, left.columns), ctes))
+            return setops.build(
+                query, left, self.query(_named_like(query.right, left.columns), ctes)
+            )
         if isinstance(query, exp.Subquery):
             return self.query(query.this, ctes)
         if not isinstance(query, exp.Select):
@@ -122,7 +161,8 @@ class Builder:
         for key, what in (("order", "ORDER BY without LIMIT"), ("offset", "OFFSET without LIMIT")):
             if query.args.get(key):
                 raise self.unsupported(
-                    query.args[key], what,
+                    query.args[key],
+                    what,
                     "a materialized view has no order: remove it and order when you query the view",
                 )
 
@@ -132,7 +172,8 @@ class Builder:
         if windows.over_groups(select):
             if grouping_sets.used(select):
                 raise self.unsupported(
-                    select.args["group"], "a window function over ROLLUP, CUBE or GROUPING SETS",
+                    select.args["group"],
+                    "a window function over ROLLUP, CUBE or GROUPING SETS",
                     "compute the grouping sets in a subquery, and the window in the query over it",
                 )
             return self.select(windows.grouped_first(self, select), ctes)
@@ -154,12 +195,20 @@ class Builder:
                 self._check_expression(expression, clock=self.clock_in_filters)
         group = select.args.get("group")
         calls = [a for e in select.expressions for a in aggregates.calls_in(e)]
-        if any(e.find(exp.Window) for e in select.expressions) or select.args.get("qualify") is not None:
+        if (
+            any(e.find(exp.Window) for e in select.expressions)
+            or select.args.get("qualify") is not None
+        ):
             node = windows.build(self, select, sources, condition)
         elif group is not None or calls or select.args.get("having"):
             node = aggregates.build(self, select, sources, condition)
         else:
-            node = Select(sources, condition, self.output_names(select), tuple(_unalias(e) for e in select.expressions))
+            node = Select(
+                sources,
+                condition,
+                self.output_names(select),
+                tuple(_unalias(e) for e in select.expressions),
+            )
         if select.args.get("distinct"):
             if select.args["distinct"].args.get("on"):
                 raise self.unsupported(select, "DISTINCT ON", "use GROUP BY")
@@ -169,12 +218,12 @@ class Builder:
     def _check_select_clauses(self, select: exp.Select) -> None:
         self._check_order_limit(select)
         _check_known(self, select, SELECT_CLAUSES)
-        for key, what, hint in (
-            ("windows", "WINDOW", "window functions are not maintained yet"),
-        ):
+        for key, what, hint in (("windows", "WINDOW", "window functions are not maintained yet"),):
             clause = select.args.get(key)
             if clause:
-                raise self.unsupported(clause[0] if isinstance(clause, list) else clause, what, hint)
+                raise self.unsupported(
+                    clause[0] if isinstance(clause, list) else clause, what, hint
+                )
 
     def output_names(self, select: exp.Select) -> tuple[str, ...]:
         names = tuple(e.alias_or_name.lower() for e in select.expressions)
@@ -200,7 +249,11 @@ class Builder:
         for join in select.args.get("joins") or []:
             _check_known(self, join, JOIN_PARTS)
             kind = " ".join(p for p in (join.side, join.kind) if p).upper()
-            name, node, on = join.this.alias_or_name.lower(), self.from_item(join.this, ctes), join.args.get("on")
+            name, node, on = (
+                join.this.alias_or_name.lower(),
+                self.from_item(join.this, ctes),
+                join.args.get("on"),
+            )
             if kind in ("", "INNER", "CROSS"):
                 inputs.sources.append((name, node))
                 if on is not None:
@@ -212,13 +265,16 @@ class Builder:
                 side = "LEFT ANTI" if "ANTI" in kind else "LEFT SEMI"
                 inputs.join(side, name, node, on, f"{side} JOIN")
             else:
-                raise self.unsupported(join, f"{kind} JOIN", "use an inner, outer, semi or anti join")
+                raise self.unsupported(
+                    join, f"{kind} JOIN", "use an inner, outer, semi or anti join"
+                )
         if select.args.get("laterals"):
             for lateral in select.args["laterals"]:
                 alias_ = lateral.args.get("alias")
                 if alias_ is None or not alias_.columns:
                     raise self.unsupported(
-                        lateral, "LATERAL VIEW without names for the generated columns",
+                        lateral,
+                        "LATERAL VIEW without names for the generated columns",
                         "name them: LATERAL VIEW explode(x) t AS item (posexplode: AS pos, item)",
                     )
             inputs.lateral(select.args["laterals"])
@@ -240,10 +296,15 @@ class Builder:
     def from_item(self, item: exp.Expression, ctes: dict[str, Node]) -> Node:
         if isinstance(item, exp.Table):
             _check_known(self, item, TABLE_PARTS)
-            for key, what in (("version", "time travel (VERSION/TIMESTAMP AS OF)"), ("sample", "TABLESAMPLE")):
+            for key, what in (
+                ("version", "time travel (VERSION/TIMESTAMP AS OF)"),
+                ("sample", "TABLESAMPLE"),
+            ):
                 if item.args.get(key):
                     raise self.unsupported(
-                        item, what, "a view is kept equal to its sources' latest rows: read the table itself"
+                        item,
+                        what,
+                        "a view is kept equal to its sources' latest rows: read the table itself",
                     )
             if not isinstance(item.this, exp.Identifier):
                 return constants.table_function(self, item)
@@ -254,23 +315,51 @@ class Builder:
             return constants.values(self, item)
         if isinstance(item, exp.Subquery):
             return self.query(item.this, ctes)
-        raise self.unsupported(item, f"{item.key.upper()} in FROM", "select from tables, views or subqueries")
+        raise self.unsupported(
+            item, f"{item.key.upper()} in FROM", "select from tables, views or subqueries"
+        )
 
     # expressions ---------------------------------------------------------------------------
 
-    def _check_expression(self, expression: exp.Expression, generators: bool = False, clock: bool = False) -> None:
+    def _check_expression(
+        self, expression: exp.Expression, generators: bool = False, clock: bool = False
+    ) -> None:
         for node in expression.walk():
-            if isinstance(node, (exp.Subquery, exp.Exists)) or (isinstance(node, exp.In) and node.args.get("query")):
-                raise self.unsupported(node, "a subquery in an expression", "join with the subquery in FROM instead")
-            if isinstance(node, GENERATORS) and not (generators and (node is expression or node.parent is expression)):
-                raise self.unsupported(node, f"{node.key.upper()} inside an expression", "generate rows with LATERAL VIEW and use its columns")
+            if isinstance(node, (exp.Subquery, exp.Exists)) or (
+                isinstance(node, exp.In) and node.args.get("query")
+            ):
+                raise self.unsupported(
+                    node, "a subquery in an expression", "join with the subquery in FROM instead"
+                )
+            if isinstance(node, GENERATORS) and not (
+                generators and (node is expression or node.parent is expression)
+            ):
+                raise self.unsupported(
+                    node,
+                    f"{node.key.upper()} inside an expression",
+                    "generate rows with LATERAL VIEW and use its columns",
+                )
             if not (clock and is_clock_read(node)) and is_nondeterministic(node):
                 self.refuse_unfixed(node)
 
 
 OUTER_JOINS = ("LEFT", "LEFT OUTER", "RIGHT", "RIGHT OUTER", "FULL", "FULL OUTER")
 # The parts of each node the builder understands; anything else is refused, never ignored.
-SELECT_CLAUSES = {"with_", "expressions", "hint", "distinct", "from_", "joins", "where", "group", "having", "qualify", "order", "limit", "laterals"}
+SELECT_CLAUSES = {
+    "with_",
+    "expressions",
+    "hint",
+    "distinct",
+    "from_",
+    "joins",
+    "where",
+    "group",
+    "having",
+    "qualify",
+    "order",
+    "limit",
+    "laterals",
+}
 UNION_CLAUSES = {"with_", "this", "expression", "distinct", "order", "limit"}
 TABLE_PARTS = {"this", "alias", "db", "catalog", "version", "sample"}
 JOIN_PARTS = {"this", "on", "side", "kind"}
@@ -279,7 +368,11 @@ JOIN_PARTS = {"this", "on", "side", "kind"}
 def _check_known(builder: Builder, node: exp.Expression, known: set[str]) -> None:
     for key, value in node.args.items():
         if key not in known and value not in (None, False, [], ""):
-            raise builder.unsupported(node, f"{key.rstrip('_').upper()} in {node.key.upper()}", "remove it or ask for it in an issue")
+            raise builder.unsupported(
+                node,
+                f"{key.rstrip('_').upper()} in {node.key.upper()}",
+                "remove it or ask for it in an issue",
+            )
 
 
 def _unalias(expression: exp.Expression) -> exp.Expression:
@@ -310,4 +403,3 @@ def _named_like(branch: exp.Expression, names: tuple[str, ...]) -> exp.Expressio
             expression.replace(exp.alias_(expression.unalias().copy(), names[i], quoted=True))
         seen.add(own[i])
     return renamed
-

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import (
+    Aggregate,
+    Constant,
+    Distinct,
+    Node,
+    Recompute,
+    Recursive,
+    Scan,
+    Select,
+    UnionAll,
+)
 
 CLOCK_FUNCTIONS = (exp.CurrentTimestamp, exp.CurrentDate, exp.Localtimestamp)
 CLOCK_NAMES = {"now", "current_timestamp", "current_date", "localtimestamp"}
@@ -41,7 +51,9 @@ def clock_only_in_filters(node: Node) -> bool:
     elif isinstance(node, Recursive):  # a loop at one time; the clock's own change is not iterated
         if any(node_reads_clock(child) for child in node.inputs):
             return False
-    elif not isinstance(node, (UnionAll, Distinct, Aggregate, Constant)):  # a constant never reads the clock
+    elif not isinstance(
+        node, (UnionAll, Distinct, Aggregate, Constant)
+    ):  # a constant never reads the clock
         raise TypeError(f"unknown node {type(node).__name__}")
     return all(clock_only_in_filters(child) for child in node.inputs)
 
@@ -49,6 +61,8 @@ def clock_only_in_filters(node: Node) -> bool:
 def node_reads_clock(node: Node) -> bool:
     """Whether a stage's tree (cut at stage tables) reads the clock: in a filter, or in the
     query of a recompute on every refresh."""
-    if isinstance(node, Select) and reads_clock(node.condition) or isinstance(node, Recompute) and reads_clock(node.query):
+    if (isinstance(node, Select) and reads_clock(node.condition)) or (
+        isinstance(node, Recompute) and reads_clock(node.query)
+    ):
         return True
     return any(node_reads_clock(child) for child in node.inputs)

@@ -19,9 +19,13 @@ from ivm_sql.sqlbuild import alias, ident, lit, subquery
 # their columns (None: the view must name them, ``AS t(a, b)``).
 TABLE_FUNCTIONS: dict[str, tuple[str, ...] | None] = {
     "range": ("id",),
-    "explode": ("col",), "explode_outer": ("col",),
-    "posexplode": ("pos", "col"), "posexplode_outer": ("pos", "col"),
-    "inline": None, "inline_outer": None, "stack": None,
+    "explode": ("col",),
+    "explode_outer": ("col",),
+    "posexplode": ("pos", "col"),
+    "posexplode_outer": ("pos", "col"),
+    "inline": None,
+    "inline_outer": None,
+    "stack": None,
 }
 GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer")  # of a map: key, value
 MAPS = (exp.Map, exp.VarMap, exp.StrToMap)
@@ -54,10 +58,15 @@ def name_columns(query: exp.Query) -> exp.Query:
         names = default_names(table)
         if names is None or (given is not None and given.columns):
             continue
-        table.set("alias", exp.TableAlias(
-            this=given.this.copy() if given is not None and given.this else ident(function_name(table)),
-            columns=[ident(n) for n in names],
-        ))
+        table.set(
+            "alias",
+            exp.TableAlias(
+                this=given.this.copy()
+                if given is not None and given.this
+                else ident(function_name(table)),
+                columns=[ident(n) for n in names],
+            ),
+        )
     return query
 
 
@@ -68,7 +77,9 @@ def one_row() -> Constant:
 
 def values(builder, item: exp.Values) -> Constant:
     """``VALUES (...), (...) AS t(a, b)``: its rows; unnamed columns are Spark's col1, col2, ..."""
-    width = len(item.expressions[0].expressions) if isinstance(item.expressions[0], exp.Tuple) else 1
+    width = (
+        len(item.expressions[0].expressions) if isinstance(item.expressions[0], exp.Tuple) else 1
+    )
     builder.refuse_unfixed(item)
     return _rows(item, _given_names(item) or [f"col{i + 1}" for i in range(width)])
 
@@ -79,7 +90,9 @@ def table_function(builder, table: exp.Table) -> Constant:
     names = _given_names(table) or default_names(table)
     if names is None:
         raise builder.unsupported(
-            table, f"table function {call} without names for its columns", f"name them: {call} AS t(a, b)",
+            table,
+            f"table function {call} without names for its columns",
+            f"name them: {call} AS t(a, b)",
         )
     return _rows(table, names)
 
@@ -91,13 +104,15 @@ def _check_fixed(builder, table: exp.Table) -> str:
     call = f"{name}({', '.join(a.sql('spark') for a in table.this.iter_expressions())})"
     if name not in TABLE_FUNCTIONS:
         raise builder.unsupported(
-            table, f"table function {call} in FROM",
+            table,
+            f"table function {call} in FROM",
             f"ivm keeps table functions of literals ({', '.join(TABLE_FUNCTIONS)}): select from a table, a view or VALUES",
         )
     column = table.this.find(exp.Column)
     if column is not None:
         raise builder.unsupported(
-            table, f"table function {call} reading column {column.sql('spark')}",
+            table,
+            f"table function {call} reading column {column.sql('spark')}",
             "generate rows from a column with LATERAL VIEW: FROM t LATERAL VIEW explode(t.x) g AS item",
         )
     builder.refuse_unfixed(table.this, f"table function {call}, whose rows are not fixed")
@@ -113,7 +128,10 @@ def _given_names(item: exp.Expression) -> list[str] | None:
 def _rows(item: exp.Expression, names) -> Constant:
     """``SELECT * FROM item``, its columns named ``names``: a constant."""
     named = item.copy()
-    named.set("alias", exp.TableAlias(this=ident(item.alias_or_name or NAMED), columns=[ident(n) for n in names]))
+    named.set(
+        "alias",
+        exp.TableAlias(this=ident(item.alias_or_name or NAMED), columns=[ident(n) for n in names]),
+    )
     return Constant(exp.select(exp.Star()).from_(named), tuple(n.lower() for n in names))
 
 
@@ -146,10 +164,15 @@ def whole(builder, query: exp.Expression, ctes: dict[str, Node]) -> Constant | N
             _check_fixed(builder, table)
     builder.refuse_unfixed(bound)
     renamed = exp.TableAlias(this=ident(NAMED), columns=[ident(n) for n in names])
-    return Constant(exp.select(exp.Star()).from_(exp.Subquery(this=bound, alias=renamed)), tuple(names))
+    return Constant(
+        exp.select(exp.Star()).from_(exp.Subquery(this=bound, alias=renamed)), tuple(names)
+    )
 
 
 def scalar(constant: Constant) -> Constant:
     """A scalar subquery over a constant: exactly one row, holding what Spark's scalar
     subquery returns (NULL for no row, an error for several)."""
-    return Constant(exp.select(alias(exp.Subquery(this=constant.query.copy()), constant.columns[0])), constant.columns[:1])
+    return Constant(
+        exp.select(alias(exp.Subquery(this=constant.query.copy()), constant.columns[0])),
+        constant.columns[:1],
+    )

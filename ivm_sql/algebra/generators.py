@@ -19,7 +19,9 @@ OUTER = (exp.PosexplodeOuter, exp._ExplodeOuter)
 def multi_column_generator(select: exp.Select) -> exp.Expression | None:
     """The SELECT's expression that generates several columns, if any."""
     for expression in select.expressions:
-        if isinstance(expression, exp.Aliases) and isinstance(expression.this, (exp.Explode, exp.Inline, exp._ExplodeOuter)):
+        if isinstance(expression, exp.Aliases) and isinstance(
+            expression.this, (exp.Explode, exp.Inline, exp._ExplodeOuter)
+        ):
             return expression
         # unnamed: the qualifier gave it one alias (_col_1), which Spark would not accept
         if isinstance(expression.unalias(), (exp.Posexplode, exp.Inline)):
@@ -36,24 +38,34 @@ def as_lateral_view(builder, select: exp.Select, generator: exp.Expression) -> e
         names = POSEXPLODE_NAMES
     else:
         raise builder.unsupported(
-            generator, f"{call.key.upper()} in SELECT without names for its columns",
+            generator,
+            f"{call.key.upper()} in SELECT without names for its columns",
             "name them: inline(x) AS (a, b), or use LATERAL VIEW inline(x) t AS a, b",
         )
-    if select.args.get("group") or select.args.get("having") or any(select.find_all(exp.AggFunc, exp.Window)):
+    if (
+        select.args.get("group")
+        or select.args.get("having")
+        or any(select.find_all(exp.AggFunc, exp.Window))
+    ):
         raise builder.unsupported(
-            generator, "a generator in a SELECT with GROUP BY, aggregates or windows",
+            generator,
+            "a generator in a SELECT with GROUP BY, aggregates or windows",
             "generate the rows in a subquery (or LATERAL VIEW) and aggregate over it",
         )
-    plain = {exp.PosexplodeOuter: exp.Posexplode, exp._ExplodeOuter: exp.Explode}.get(type(call), type(call))
+    plain = {exp.PosexplodeOuter: exp.Posexplode, exp._ExplodeOuter: exp.Explode}.get(
+        type(call), type(call)
+    )
     name = f"__g{len(select.args.get('laterals') or []) + 1}"
     lateral = exp.Lateral(
-        this=plain(this=call.this.copy()), view=True, outer=isinstance(call, OUTER),
+        this=plain(this=call.this.copy()),
+        view=True,
+        outer=isinstance(call, OUTER),
         alias=exp.TableAlias(this=ident(name), columns=[ident(n) for n in names]),
     )
     rewritten = select.copy()
     position = select.expressions.index(generator)
     expressions = list(rewritten.expressions)
-    expressions[position:position + 1] = [alias(col(n, name), n) for n in names]
+    expressions[position : position + 1] = [alias(col(n, name), n) for n in names]
     rewritten.set("expressions", expressions)
     rewritten.append("laterals", lateral)
     return rewritten

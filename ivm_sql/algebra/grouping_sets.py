@@ -38,13 +38,18 @@ SETS = "__sets"  # alias of the Expand's LATERAL VIEW
 POSITION = "set"  # its column numbering the grouping sets
 ANALYTICS = (exp.Rollup, exp.Cube, exp.GroupingSets)
 FUNCTIONS = (exp.Grouping, exp.GroupingId)
-HIVE_FORMS = ("rollup", "cube", "grouping_sets")  # GROUP BY a, b WITH ROLLUP | WITH CUBE | GROUPING SETS (...)
+HIVE_FORMS = (
+    "rollup",
+    "cube",
+    "grouping_sets",
+)  # GROUP BY a, b WITH ROLLUP | WITH CUBE | GROUPING SETS (...)
 
 
 def used(select: exp.Select) -> bool:
     group = select.args.get("group")
     return group is not None and (
-        any(isinstance(e, ANALYTICS) for e in group.expressions) or any(group.args.get(k) for k in HIVE_FORMS)
+        any(isinstance(e, ANALYTICS) for e in group.expressions)
+        or any(group.args.get(k) for k in HIVE_FORMS)
     )
 
 
@@ -67,7 +72,9 @@ def grouping_sets(select: exp.Select) -> tuple[list[exp.Expression], list[list[e
     for key, kind in (("rollup", exp.Rollup), ("cube", exp.Cube)):
         if group.args.get(key):
             items = [kind(expressions=items)]
-    per_item = [_sets(item, ordinals) if isinstance(item, ANALYTICS) else [[item]] for item in items]
+    per_item = [
+        _sets(item, ordinals) if isinstance(item, ANALYTICS) else [[item]] for item in items
+    ]
     sets = [[e for part in combination for e in part] for combination in product(*per_item)]
     return _distinct(e for item_sets in per_item for s in item_sets for e in s), sets
 
@@ -76,18 +83,26 @@ def _sets(node: exp.Expression, ordinals: list[exp.Expression]) -> list[list[exp
     """The grouping sets one ROLLUP, CUBE or GROUPING SETS item stands for."""
     elements = [_element(e, ordinals) for e in node.expressions]
     if isinstance(node, exp.Rollup):  # (e1, ..., en), ..., (e1), ()
-        return [[e for element in elements[:n] for e in element] for n in range(len(elements), -1, -1)]
+        return [
+            [e for element in elements[:n] for e in element] for n in range(len(elements), -1, -1)
+        ]
     if isinstance(node, exp.Cube):  # every subset, e1's first: Spark's order
         sets: list[list[exp.Expression]] = [[]]
         for element in reversed(elements):
             sets = [element + s for s in sets] + sets
         return sets
-    return [s for e in node.expressions for s in (_sets(e, ordinals) if isinstance(e, ANALYTICS) else [_element(e, ordinals)])]
+    return [
+        s
+        for e in node.expressions
+        for s in (_sets(e, ordinals) if isinstance(e, ANALYTICS) else [_element(e, ordinals)])
+    ]
 
 
 def _element(node: exp.Expression, ordinals: list[exp.Expression]) -> list[exp.Expression]:
     """``(a, b)`` -> [a, b]; ``(a)`` and ``a`` -> [a]; ``()`` -> []."""
-    return [_resolve(e, ordinals) for e in (node.expressions if isinstance(node, exp.Tuple) else [node])]
+    return [
+        _resolve(e, ordinals) for e in (node.expressions if isinstance(node, exp.Tuple) else [node])
+    ]
 
 
 def _resolve(node: exp.Expression, ordinals: list[exp.Expression]) -> exp.Expression:
@@ -116,27 +131,40 @@ def expand(builder, select: exp.Select, inputs: Inputs) -> exp.Select:
     for column in columns:
         if not any(column in s for s in sets):
             raise builder.unsupported(
-                column, "a GROUP BY column that no grouping set groups",
+                column,
+                "a GROUP BY column that no grouping set groups",
                 "it is NULL in every row: leave it out of the list before GROUPING SETS",
             )
     calls = _distinct(
-        node for e in [*select.expressions, select.args.get("having")] if e is not None for node in e.find_all(*FUNCTIONS)
+        node
+        for e in [*select.expressions, select.args.get("having")]
+        if e is not None
+        for node in e.find_all(*FUNCTIONS)
     )
     result = select.copy()
     if not columns and len(sets) == 1:
         replacements = [(call, _value(builder, call, columns, [])) for call in calls]
         result.set("group", None)
     else:
-        names = [f"g{i}" for i in range(len(columns))] + [POSITION] + [f"grouping{j}" for j in range(len(calls))]
+        names = (
+            [f"g{i}" for i in range(len(columns))]
+            + [POSITION]
+            + [f"grouping{j}" for j in range(len(calls))]
+        )
         rows = []
         for position, grouped in enumerate(sets):
             rows += [e.copy() if e in grouped else exp.Null() for e in columns]
             rows.append(lit(position))
             rows += [_value(builder, call, columns, grouped) for call in calls]
-        inputs.lateral([exp.Lateral(
-            this=exp.Stack(this=lit(len(sets)), expressions=rows), view=True,
-            alias=exp.TableAlias(this=ident(SETS), columns=[ident(n) for n in names]),
-        )])
+        inputs.lateral(
+            [
+                exp.Lateral(
+                    this=exp.Stack(this=lit(len(sets)), expressions=rows),
+                    view=True,
+                    alias=exp.TableAlias(this=ident(SETS), columns=[ident(n) for n in names]),
+                )
+            ]
+        )
         replacements = [(e, col(f"g{i}", SETS)) for i, e in enumerate(columns)]
         replacements += [(call, col(f"grouping{j}", SETS)) for j, call in enumerate(calls)]
         result.set("group", exp.Group(expressions=[col(n, SETS) for n in names]))
@@ -146,7 +174,9 @@ def expand(builder, select: exp.Select, inputs: Inputs) -> exp.Select:
     return result
 
 
-def _value(builder, call: exp.Expression, columns: list[exp.Expression], grouped: list[exp.Expression]) -> exp.Cast:
+def _value(
+    builder, call: exp.Expression, columns: list[exp.Expression], grouped: list[exp.Expression]
+) -> exp.Cast:
     """``grouping(x)`` (TINYINT) or ``grouping_id(x1, ..., xn)`` (BIGINT) for one grouping
     set: bit i (from the left) is 1 when xi is not grouped in it. ``grouping_id()`` reads
     all the grouping expressions."""
@@ -159,13 +189,23 @@ def _value(builder, call: exp.Expression, columns: list[exp.Expression], grouped
                 hint="grouping() and grouping_id() take the expressions of ROLLUP, CUBE or GROUPING SETS",
             )
     value = sum(1 << (len(arguments) - 1 - i) for i, a in enumerate(arguments) if a not in grouped)
-    return exp.Cast(this=lit(value), to=exp.DataType.build("tinyint" if isinstance(call, exp.Grouping) else "bigint"))
+    return exp.Cast(
+        this=lit(value),
+        to=exp.DataType.build("tinyint" if isinstance(call, exp.Grouping) else "bigint"),
+    )
 
 
-def _over_sets(expression: exp.Expression, replacements: list[tuple[exp.Expression, exp.Expression]]) -> exp.Expression:
+def _over_sets(
+    expression: exp.Expression, replacements: list[tuple[exp.Expression, exp.Expression]]
+) -> exp.Expression:
     """``expression`` reading the Expand's columns (or constants), except inside aggregate calls."""
     result = expression.copy()
-    kept = {id(node) for call in aggregates.calls_in(result) if not isinstance(call, FUNCTIONS) for node in call.walk()}
+    kept = {
+        id(node)
+        for call in aggregates.calls_in(result)
+        if not isinstance(call, FUNCTIONS)
+        for node in call.walk()
+    }
 
     def swap(node: exp.Expression) -> exp.Expression:
         if id(node) in kept:

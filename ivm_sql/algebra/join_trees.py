@@ -18,7 +18,9 @@ ONE = "__ivm_one"  # the column of a group none of whose columns the query reads
 
 def is_join_tree(item: exp.Expression) -> bool:
     """A FROM item in parentheses that is not a query: ``(a JOIN b ON ...)``."""
-    return isinstance(item, exp.Subquery) and not item.alias and not isinstance(item.this, exp.Query)
+    return (
+        isinstance(item, exp.Subquery) and not item.alias and not isinstance(item.this, exp.Query)
+    )
 
 
 def as_subqueries(select: exp.Select) -> exp.Select:
@@ -30,7 +32,11 @@ def as_subqueries(select: exp.Select) -> exp.Select:
         name, inside = f"__p{number}", _aliases(tree)
         read: dict[tuple[str, str], str] = {}
         for column in list(result.walk(prune=lambda node: node is tree)):
-            if isinstance(column, exp.Column) and column.table.lower() in inside and not _shadowed(column, result):
+            if (
+                isinstance(column, exp.Column)
+                and column.table.lower() in inside
+                and not _shadowed(column, result)
+            ):
                 key = (column.table, column.name)
                 read.setdefault(key, f"{column.table}__{column.name}")
                 column.replace(col(read[key], name))
@@ -45,13 +51,19 @@ def as_subqueries(select: exp.Select) -> exp.Select:
 
 def _items(select: exp.Select) -> list[exp.Expression]:
     from_ = select.args.get("from_")
-    return ([from_.this] if from_ is not None else []) + [join.this for join in select.args.get("joins") or []]
+    return ([from_.this] if from_ is not None else []) + [
+        join.this for join in select.args.get("joins") or []
+    ]
 
 
 def _aliases(tree: exp.Subquery) -> set[str]:
     """The aliases a join tree makes visible to the query around it (its groups' too)."""
     items = [tree.this, *(join.this for join in tree.this.args.get("joins") or [])]
-    return {a for item in items for a in (_aliases(item) if is_join_tree(item) else {item.alias_or_name.lower()})}
+    return {
+        a
+        for item in items
+        for a in (_aliases(item) if is_join_tree(item) else {item.alias_or_name.lower()})
+    }
 
 
 def _shadowed(column: exp.Column, select: exp.Select) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import Aggregate, AggCall, Node, Recompute, Select
+from ivm_sql.algebra.nodes import AggCall, Aggregate, Node, Recompute, Select
 from ivm_sql.sqlbuild import alias, col, ident, lit
 
 LEFT, RIGHT, FACTS = "__l", "__r", "__f"
@@ -44,7 +44,10 @@ class Inputs:
         """One Select over the current inputs, every column renamed ``<alias>__<column>``."""
         names = {(a, c): f"{a}__{c}" for a, node in self.sources for c in node.columns}
         select = Select(
-            tuple(self.sources), self.condition, tuple(names.values()), tuple(col(c, a) for a, c in names)
+            tuple(self.sources),
+            self.condition,
+            tuple(names.values()),
+            tuple(col(c, a) for a, c in names),
         )
         user = {orig: names[target] for orig, target in self.renames.items() if target in names}
         user.update({key: name for key, name in names.items() if key not in self.renames})
@@ -65,11 +68,15 @@ class Inputs:
             renamed.append(lateral)
         self.wrapped += 1
         wrapped = f"__v{self.wrapped}"
-        node = Select(select.sources, select.condition, tuple(columns), tuple(exprs), tuple(renamed))
+        node = Select(
+            select.sources, select.condition, tuple(columns), tuple(exprs), tuple(renamed)
+        )
         self.renames = {k: (wrapped, v) for k, v in user.items()}
         self.sources, self.conditions = [(wrapped, node)], []
 
-    def join(self, kind: str, right_alias: str, right: Node, on: exp.Expression | None, reason: str) -> None:
+    def join(
+        self, kind: str, right_alias: str, right: Node, on: exp.Expression | None, reason: str
+    ) -> None:
         """Replace the inputs by ``inputs <kind> JOIN right ON on``, a Recompute per join key.
 
         ``kind`` is LEFT, RIGHT or FULL (outer: both sides' columns) or LEFT SEMI / LEFT ANTI
@@ -77,17 +84,32 @@ class Inputs:
         """
         left, left_names = self._wrap(LEFT)
         right_select, right_names = _rename_columns(right_alias, right)
-        local = {**{k: (LEFT, v) for k, v in left_names.items()}, **{k: (RIGHT, v) for k, v in right_names.items()}}
+        local = {
+            **{k: (LEFT, v) for k, v in left_names.items()},
+            **{k: (RIGHT, v) for k, v in right_names.items()},
+        }
         condition = _rename(on, local) if on is not None else exp.true()
         left_keys, right_keys = _equi_keys(condition)
         outer = "SEMI" not in kind and "ANTI" not in kind
         columns = left.columns + (right_select.columns if outer else ())
-        outputs = [col(c, LEFT) for c in left.columns] + ([col(c, RIGHT) for c in right_select.columns] if outer else [])
+        outputs = [col(c, LEFT) for c in left.columns] + (
+            [col(c, RIGHT) for c in right_select.columns] if outer else []
+        )
         for i, (lk, rk) in enumerate(zip(left_keys, right_keys)):
-            key = exp.Coalesce(this=col(lk, LEFT), expressions=[col(rk, RIGHT)]) if outer else col(lk, LEFT)
+            key = (
+                exp.Coalesce(this=col(lk, LEFT), expressions=[col(rk, RIGHT)])
+                if outer
+                else col(lk, LEFT)
+            )
             outputs.append(alias(key, f"__ivm_k{i}"))
-        query = exp.select(*outputs).from_(_named(LEFT)).join(_named(RIGHT), on=condition, join_type=kind)
-        node = Recompute(((LEFT, left), (RIGHT, right_select)), (left_keys, right_keys), query, columns, reason)
+        query = (
+            exp.select(*outputs)
+            .from_(_named(LEFT))
+            .join(_named(RIGHT), on=condition, join_type=kind)
+        )
+        node = Recompute(
+            ((LEFT, left), (RIGHT, right_select)), (left_keys, right_keys), query, columns, reason
+        )
         self._replace(node, left_names, right_names if outer else {})
 
     def not_in(self, value: exp.Expression, right_alias: str, right: Node) -> None:
@@ -103,29 +125,53 @@ class Inputs:
         left, left_names = self._wrap(LEFT)
         left_columns = left.columns
         key = _rename(value, {k: (LEFT, v) for k, v in left_names.items()})
-        if not (isinstance(key, exp.Column) and key.table == LEFT):  # an expression: one more column of the left input
-            left = Select(left.sources, left.condition, left.columns + (IN_VALUE,), left.exprs + (self.rename(value),))
+        if not (
+            isinstance(key, exp.Column) and key.table == LEFT
+        ):  # an expression: one more column of the left input
+            left = Select(
+                left.sources,
+                left.condition,
+                left.columns + (IN_VALUE,),
+                left.exprs + (self.rename(value),),
+            )
             key = col(IN_VALUE, LEFT)
-        right_select, right_names = _rename_columns(right_alias, right)
+        right_select, _ = _rename_columns(right_alias, right)
         listed = right_select.columns[0]
-        counts = Aggregate(right_select, (), (AggCall("count_star", None, "n"), AggCall("count", listed, "listed")))
+        counts = Aggregate(
+            right_select, (), (AggCall("count_star", None, "n"), AggCall("count", listed, "listed"))
+        )
         facts = Select(
-            (("c", counts),), None, ("empty", "holds_null"),
-            (exp.EQ(this=col("n", "c"), expression=lit(0)), exp.GT(this=col("n", "c"), expression=col("listed", "c"))),
+            (("c", counts),),
+            None,
+            ("empty", "holds_null"),
+            (
+                exp.EQ(this=col("n", "c"), expression=lit(0)),
+                exp.GT(this=col("n", "c"), expression=col("listed", "c")),
+            ),
         )
         kept = exp.or_(
             col("empty", FACTS),
-            exp.and_(exp.not_(exp.Is(this=key.copy(), expression=exp.Null())), exp.not_(col("holds_null", FACTS))),
+            exp.and_(
+                exp.not_(exp.Is(this=key.copy(), expression=exp.Null())),
+                exp.not_(col("holds_null", FACTS)),
+            ),
         )
         query = (
             exp.select(*(col(c, LEFT) for c in left_columns), alias(key.copy(), "__ivm_k0"))
             .from_(_named(LEFT))
             .join(_named(FACTS), join_type="CROSS")
-            .join(_named(RIGHT), on=exp.EQ(this=key.copy(), expression=col(listed, RIGHT)), join_type="LEFT ANTI")
+            .join(
+                _named(RIGHT),
+                on=exp.EQ(this=key.copy(), expression=col(listed, RIGHT)),
+                join_type="LEFT ANTI",
+            )
             .where(kept)
         )
         node = Recompute(
-            ((LEFT, left), (RIGHT, right_select), (FACTS, facts)), ((key.name,), (listed,), ()), query, left_columns,
+            ((LEFT, left), (RIGHT, right_select), (FACTS, facts)),
+            ((key.name,), (listed,), ()),
+            query,
+            left_columns,
             "NOT IN subquery per value (all values when the subquery empties, fills, or gains or loses a NULL)",
         )
         self._replace(node, left_names, {})
@@ -141,14 +187,18 @@ class Inputs:
 def _rename_columns(alias_: str, node: Node) -> tuple[Select, dict[tuple[str, str], str]]:
     """``node`` with every column renamed ``<alias>__<column>``, and the renaming."""
     names = {(alias_, c): f"{alias_}__{c}" for c in node.columns}
-    return Select(((alias_, node),), None, tuple(names.values()), tuple(col(c, alias_) for c in node.columns)), names
+    return Select(
+        ((alias_, node),), None, tuple(names.values()), tuple(col(c, alias_) for c in node.columns)
+    ), names
 
 
 def _named(name: str) -> exp.Table:
     return exp.Table(this=ident(name), alias=exp.TableAlias(this=ident(name)))
 
 
-def _rename(expression: exp.Expression, mapping: dict[tuple[str, str], tuple[str, str]]) -> exp.Expression:
+def _rename(
+    expression: exp.Expression, mapping: dict[tuple[str, str], tuple[str, str]]
+) -> exp.Expression:
     def swap(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column):
             target = mapping.get((node.table.lower(), node.name.lower()))
@@ -164,8 +214,15 @@ def _equi_keys(condition: exp.Expression) -> tuple[tuple[str, ...], tuple[str, .
     conjuncts = condition.flatten() if isinstance(condition, exp.And) else [condition]
     left, right = [], []
     for conjunct in conjuncts:
-        if isinstance(conjunct, exp.EQ) and isinstance(conjunct.this, exp.Column) and isinstance(conjunct.expression, exp.Column):
-            sides = {conjunct.this.table: conjunct.this.name, conjunct.expression.table: conjunct.expression.name}
+        if (
+            isinstance(conjunct, exp.EQ)
+            and isinstance(conjunct.this, exp.Column)
+            and isinstance(conjunct.expression, exp.Column)
+        ):
+            sides = {
+                conjunct.this.table: conjunct.this.name,
+                conjunct.expression.table: conjunct.expression.name,
+            }
             if set(sides) == {LEFT, RIGHT}:
                 left.append(sides[LEFT])
                 right.append(sides[RIGHT])

@@ -9,7 +9,6 @@ input they read (``alias.column``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from sqlglot import exp
 
@@ -188,7 +187,7 @@ def placeholder(name: str) -> str:
     return f"{RECURSIVE_PREFIX}{name}"
 
 
-Node = Union[Scan, Constant, Select, UnionAll, Distinct, Aggregate, Recompute, Recursive]
+Node = Scan | Constant | Select | UnionAll | Distinct | Aggregate | Recompute | Recursive
 
 
 def scans(node: Node) -> list[Scan]:

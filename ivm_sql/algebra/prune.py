@@ -16,17 +16,36 @@ is never dropped since it changes how many rows there are).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Callable, Iterable
 
 from sqlglot import exp
 
 from ivm_sql.algebra.aggregates import calls_in
-from ivm_sql.algebra.nodes import Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll
+from ivm_sql.algebra.nodes import (
+    Aggregate,
+    Constant,
+    Distinct,
+    Node,
+    Recompute,
+    Recursive,
+    Scan,
+    Select,
+    UnionAll,
+)
 
 # Table functions that Spark accepts in a SELECT list: each turns one row into several.
 GENERATORS = (exp.Explode, exp.Inline, exp.Stack, exp.Unnest)
-GENERATOR_NAMES = {"explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer", "stack", "json_tuple"}
+GENERATOR_NAMES = {
+    "explode",
+    "explode_outer",
+    "posexplode",
+    "posexplode_outer",
+    "inline",
+    "inline_outer",
+    "stack",
+    "json_tuple",
+}
 
 
 def prune(root: Node) -> Node:
@@ -51,12 +70,18 @@ def _constant(node: Constant, required: set[str]) -> Constant:
 
 
 def _select(node: Select, required: set[str]) -> Select:
-    keep = [i for i, c in enumerate(node.columns) if c.lower() in required or _generates(node.exprs[i])]
+    keep = [
+        i for i, c in enumerate(node.columns) if c.lower() in required or _generates(node.exprs[i])
+    ]
     exprs = tuple(node.exprs[i] for i in keep)
-    bound: dict[str, str | None] = {lateral.alias.lower(): None for lateral in node.laterals}  # generated columns
+    bound: dict[str, str | None] = {
+        lateral.alias.lower(): None for lateral in node.laterals
+    }  # generated columns
     bound.update({alias.lower(): alias.lower() for alias, _ in node.sources})
     read = _references([*exprs, node.condition, *node.laterals], bound)
-    sources = tuple((alias, _prune(child, _needs(child, read, alias))) for alias, child in node.sources)
+    sources = tuple(
+        (alias, _prune(child, _needs(child, read, alias))) for alias, child in node.sources
+    )
     return replace(node, sources=sources, columns=tuple(node.columns[i] for i in keep), exprs=exprs)
 
 
@@ -109,10 +134,17 @@ def _narrow_outputs(node: Recompute, required: set[str]) -> tuple[exp.Query, tup
         and [n.lower() for n in query.named_selects[:width]] == [c.lower() for c in node.columns]
         and not query.args.get("distinct")  # DISTINCT over fewer outputs merges rows
         # an aggregate without GROUP BY left with no aggregate would return every row
-        and (query.args.get("group") or all(next(calls_in(e), None) is None for e in query.expressions))
+        and (
+            query.args.get("group")
+            or all(next(calls_in(e), None) is None for e in query.expressions)
+        )
     ):
         return query, node.columns
-    keep = [i for i, c in enumerate(node.columns) if c.lower() in required or _generates(query.expressions[i])]
+    keep = [
+        i
+        for i, c in enumerate(node.columns)
+        if c.lower() in required or _generates(query.expressions[i])
+    ]
     keep = keep or [0]  # a stage stores at least one column
     if len(keep) == width:
         return query, node.columns
@@ -128,19 +160,26 @@ def _query_references(query: exp.Query, inputs: set[str]) -> dict[str, set[str]]
     joins (they read columns no Column names), or what ``_references`` refuses."""
     bound: dict[str, str | None] = {}  # name a column can be qualified with -> input (None: other)
     for table in query.find_all(exp.Table):
-        own = table.name.lower() if not table.db and isinstance(table.this, exp.Identifier) else None
+        own = (
+            table.name.lower() if not table.db and isinstance(table.this, exp.Identifier) else None
+        )
         target = own if own in inputs else None
         if bound.setdefault(table.alias_or_name.lower(), target) != target:
             return None
     for alias in query.find_all(exp.TableAlias):  # subqueries, CTEs, laterals
-        if not isinstance(alias.parent, exp.Table) and bound.setdefault(alias.name.lower(), None) is not None:
+        if (
+            not isinstance(alias.parent, exp.Table)
+            and bound.setdefault(alias.name.lower(), None) is not None
+        ):
             return None
     if any(join.args.get("using") or join.args.get("method") for join in query.find_all(exp.Join)):
         return None
     return _references([query], bound)
 
 
-def _references(expressions: Iterable[exp.Expression | None], bound: dict[str, str | None]) -> dict[str, set[str]] | None:
+def _references(
+    expressions: Iterable[exp.Expression | None], bound: dict[str, str | None]
+) -> dict[str, set[str]] | None:
     """Columns read per input, from columns qualified by a name in ``bound``; None when a
     column is unqualified or qualified by an unknown name, or a ``*`` (other than COUNT(*))
     reads every column."""
@@ -166,14 +205,19 @@ def _needs(child: Node, read: dict[str, set[str]] | None, name: str) -> set[str]
 def _generates(expression: exp.Expression) -> bool:
     """True if the expression turns a row into several: dropping it would change the rows."""
     return any(
-        isinstance(node, GENERATORS) or (isinstance(node, exp.Anonymous) and node.name.lower() in GENERATOR_NAMES)
+        isinstance(node, GENERATORS)
+        or (isinstance(node, exp.Anonymous) and node.name.lower() in GENERATOR_NAMES)
         for node in expression.walk()
     )
 
 
 def _recursive(node: Recursive, required: set[str]) -> Recursive:
     # R's rows feed the step again, so every column of the fixed point is read.
-    return replace(node, anchor=_prune(node.anchor, set(node.anchor.columns)), step=_prune(node.step, set(node.step.columns)))
+    return replace(
+        node,
+        anchor=_prune(node.anchor, set(node.anchor.columns)),
+        step=_prune(node.step, set(node.step.columns)),
+    )
 
 
 RULES: dict[type, Callable[[Node, set[str]], Node]] = {

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Recompute, Recursive, Scan, Select, placeholder, scans
+from ivm_sql.algebra.nodes import (
+    Aggregate,
+    Distinct,
+    Node,
+    Recompute,
+    Recursive,
+    Scan,
+    Select,
+    placeholder,
+    scans,
+)
 from ivm_sql.sqlbuild import WEIGHT, col
 
 STATEFUL = (Distinct, Aggregate, Recompute, Recursive)
@@ -27,30 +37,47 @@ def build(builder, cte: exp.CTE, ctes: dict[str, Node]) -> Recursive:
     """The Recursive node of a CTE that reads itself (``builder`` builds its branches)."""
     name, body = cte.alias_or_name.lower(), cte.this
     if not isinstance(body, exp.Union) or isinstance(body.right, exp.Union):
-        raise builder.unsupported(body, "a recursive CTE that is not anchor UNION ALL recursive term", UNION_ALL_ONLY)
+        raise builder.unsupported(
+            body, "a recursive CTE that is not anchor UNION ALL recursive term", UNION_ALL_ONLY
+        )
     if body.args.get("distinct"):
         raise builder.unsupported(body, "UNION in WITH RECURSIVE", UNION_ALL_ONLY)
     anchor = body.left
     if any(not t.db and t.name.lower() == name for t in anchor.find_all(exp.Table)):
-        raise builder.unsupported(anchor, f"the anchor of recursive CTE {name} reading {name}",
-                                  "only the last UNION ALL branch may read the CTE itself")
+        raise builder.unsupported(
+            anchor,
+            f"the anchor of recursive CTE {name} reading {name}",
+            "only the last UNION ALL branch may read the CTE itself",
+        )
     anchor_node = builder.query(anchor, ctes)
     names = tuple(c.name.lower() for c in cte.args["alias"].columns) or anchor_node.columns
     if len(names) != len(anchor_node.columns):
-        raise builder.unsupported(cte, f"recursive CTE {name} naming {len(names)} columns of {len(anchor_node.columns)}",
-                                  "name as many columns as the anchor returns")
+        raise builder.unsupported(
+            cte,
+            f"recursive CTE {name} naming {len(names)} columns of {len(anchor_node.columns)}",
+            "name as many columns as the anchor returns",
+        )
     reader = Scan(placeholder(name), names, weight=col(WEIGHT))
     step = builder.query(body.right, {**ctes, name: reader})
     if len(step.columns) != len(names):
-        raise builder.unsupported(body.right, f"a recursive term returning {len(step.columns)} columns for {len(names)}",
-                                  "return the CTE's columns, in order")
+        raise builder.unsupported(
+            body.right,
+            f"a recursive term returning {len(step.columns)} columns for {len(names)}",
+            "return the CTE's columns, in order",
+        )
     reads = [s for s in scans(step) if s.table == reader.table]
     if len(reads) != 1:
-        raise builder.unsupported(body.right, f"a recursive term reading {name} {len(reads)} times",
-                                  "read the CTE exactly once in the recursive term (Spark's rule too)")
+        raise builder.unsupported(
+            body.right,
+            f"a recursive term reading {name} {len(reads)} times",
+            "read the CTE exactly once in the recursive term (Spark's rule too)",
+        )
     if _under_stateful(step, reader.table):
-        raise builder.unsupported(body.right, f"GROUP BY, DISTINCT, a window, an outer join or a subquery over {name} in its recursive term",
-                                  "keep the recursive term to joins, filters and projections of the CTE; aggregate in the query over it")
+        raise builder.unsupported(
+            body.right,
+            f"GROUP BY, DISTINCT, a window, an outer join or a subquery over {name} in its recursive term",
+            "keep the recursive term to joins, filters and projections of the CTE; aggregate in the query over it",
+        )
     return Recursive(name, _renamed(anchor_node, names), _renamed(step, names), names)
 
 

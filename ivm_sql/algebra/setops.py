@@ -17,12 +17,16 @@ LEFT, RIGHT = "__l", "__r"
 
 def build(query: exp.Intersect | exp.Except, left: Node, right: Node) -> Recompute:
     def all_of(name: str) -> exp.Select:
-        return exp.select(exp.Star()).from_(exp.Table(this=ident(name), alias=exp.TableAlias(this=ident(name))))
+        return exp.select(exp.Star()).from_(
+            exp.Table(this=ident(name), alias=exp.TableAlias(this=ident(name)))
+        )
 
     combine = exp.intersect if isinstance(query, exp.Intersect) else exp.except_
     distinct = bool(query.args.get("distinct", True))
     combined = combine(all_of(LEFT), all_of(RIGHT), distinct=distinct)
-    outputs = [col(c) for c in left.columns] + [alias(col(c), f"__ivm_k{i}") for i, c in enumerate(left.columns)]
+    outputs = [col(c) for c in left.columns] + [
+        alias(col(c), f"__ivm_k{i}") for i, c in enumerate(left.columns)
+    ]
     operation = f"{query.key.upper()}{'' if distinct else ' ALL'}"
     return Recompute(
         ((LEFT, left), (RIGHT, right)),

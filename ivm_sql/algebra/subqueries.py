@@ -24,7 +24,9 @@ COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
 def apply_where(builder, inputs: Inputs, where: exp.Expression | None, ctes) -> None:
     """Add the WHERE clause to ``inputs``: plain conjuncts as conditions, subqueries as joins."""
-    conjuncts = (where.flatten() if isinstance(where, exp.And) else [where]) if where is not None else []
+    conjuncts = (
+        (where.flatten() if isinstance(where, exp.And) else [where]) if where is not None else []
+    )
     semis = []
     for conjunct in conjuncts:
         negated = isinstance(conjunct, exp.Not)
@@ -55,11 +57,14 @@ def having_as_where(builder, select: exp.Select) -> exp.Select:
         if column not in outputs:
             original = next(c for c in select.args["having"].find_all(exp.Column) if c == column)
             raise builder.unsupported(
-                original, "a column in HAVING, next to a subquery, that the SELECT does not output",
+                original,
+                "a column in HAVING, next to a subquery, that the SELECT does not output",
                 "select the column, or filter it in WHERE",
             )
         column.replace(col(outputs[column], HAVING))
-    outer = exp.select(*[col(e.alias_or_name, HAVING) for e in select.expressions]).from_(subquery(grouped, HAVING))
+    outer = exp.select(*[col(e.alias_or_name, HAVING) for e in select.expressions]).from_(
+        subquery(grouped, HAVING)
+    )
     return outer.where(condition, copy=False)
 
 
@@ -71,7 +76,9 @@ def _outside_subqueries(expression: exp.Expression, find) -> list[exp.Expression
     return [node for node in find(expression) if node.find_ancestor(exp.Subquery) is None]
 
 
-def scalars(builder, inputs: Inputs, expression: exp.Expression, ctes, in_where: bool = False) -> exp.Expression:
+def scalars(
+    builder, inputs: Inputs, expression: exp.Expression, ctes, in_where: bool = False
+) -> exp.Expression:
     """``expression`` with each scalar subquery replaced by a column of a joined input."""
     for sub in list(expression.find_all(exp.Subquery)):
         if isinstance(sub.parent, (exp.Exists, exp.In)):
@@ -95,21 +102,31 @@ def _scalar(builder, inputs: Inputs, sub: exp.Subquery, ctes, in_where: bool) ->
         node = constants.scalar(constant)
         inputs.sources.append((name, node))
         return col(node.columns[0], name)
-    if not isinstance(query, exp.Select) or query.args.get("group") or len(query.expressions) != 1 or not list(aggregates.calls_in(query.expressions[0])):
+    if (
+        not isinstance(query, exp.Select)
+        or query.args.get("group")
+        or len(query.expressions) != 1
+        or not list(aggregates.calls_in(query.expressions[0]))
+    ):
         raise builder.unsupported(
-            sub, "a scalar subquery that is not one aggregate without GROUP BY",
+            sub,
+            "a scalar subquery that is not one aggregate without GROUP BY",
             "Spark fails at run time when a scalar subquery returns more than one row; ivm keeps those "
             "that always return one: select one aggregate, without GROUP BY, or read no table",
         )
     correlated, local = _split(query)
     if correlated:
-        return _correlated_scalar(builder, inputs, sub, query, correlated, local, name, ctes, in_where)
+        return _correlated_scalar(
+            builder, inputs, sub, query, correlated, local, name, ctes, in_where
+        )
     node = builder.query(query, ctes)
     inputs.sources.append((name, node))
     return col(node.columns[0], name)
 
 
-def _correlated_scalar(builder, inputs, sub, query, correlated, local, name, ctes, in_where) -> exp.Expression:
+def _correlated_scalar(
+    builder, inputs, sub, query, correlated, local, name, ctes, in_where
+) -> exp.Expression:
     """``(SELECT agg FROM t WHERE t.k = outer.k)``: a join with the aggregate grouped by t.k.
 
     Compared in WHERE, where an outer row without a group gets NULL and is dropped anyway,
@@ -122,7 +139,8 @@ def _correlated_scalar(builder, inputs, sub, query, correlated, local, name, cte
         inner_side, outer_side = _sides(conjunct, _aliases(query))
         if not isinstance(conjunct, exp.EQ) or inner_side is None:
             raise builder.unsupported(
-                conjunct, "a correlated scalar subquery with a condition other than column = outer value",
+                conjunct,
+                "a correlated scalar subquery with a condition other than column = outer value",
                 "correlate with equalities only",
             )
         pairs.append((inner_side, outer_side))
@@ -131,20 +149,30 @@ def _correlated_scalar(builder, inputs, sub, query, correlated, local, name, cte
         function = call.sql("spark").split("(")[0].upper()
         if function.lower() in OPAQUE_ON_EMPTY:
             raise builder.unsupported(
-                call, f"a correlated scalar subquery over {function}",
+                call,
+                f"a correlated scalar subquery over {function}",
                 "over no rows it is an empty sketch ivm cannot write: LEFT JOIN a GROUP BY subquery in FROM",
             )
     grouped = query.copy()
     grouped.set("where", exp.Where(this=exp.and_(*local)) if local else None)
-    grouped.set("expressions", [alias(inner.copy(), f"k{i}") for i, (inner, _) in enumerate(pairs)] + [alias(value.copy(), "v")])
+    grouped.set(
+        "expressions",
+        [alias(inner.copy(), f"k{i}") for i, (inner, _) in enumerate(pairs)]
+        + [alias(value.copy(), "v")],
+    )
     grouped.set("group", exp.Group(expressions=[inner.copy() for inner, _ in pairs]))
     node = builder.query(grouped, ctes)
-    on = [exp.EQ(this=outer.copy(), expression=col(f"k{i}", name)) for i, (_, outer) in enumerate(pairs)]
+    on = [
+        exp.EQ(this=outer.copy(), expression=col(f"k{i}", name))
+        for i, (_, outer) in enumerate(pairs)
+    ]
     if in_where and isinstance(sub.parent, COMPARISONS) and _null_on_empty(value):
         inputs.sources.append((name, node))
         inputs.conditions.extend(inputs.rename(condition) for condition in on)
         return col("v", name)
-    inputs.join("LEFT OUTER", name, node, exp.and_(*on), "correlated scalar subquery per correlation value")
+    inputs.join(
+        "LEFT OUTER", name, node, exp.and_(*on), "correlated scalar subquery per correlation value"
+    )
     empty = _on_empty(value)
     if isinstance(empty, exp.Null):
         return col("v", name)
@@ -175,7 +203,9 @@ def _empty_result(call: exp.Expression) -> exp.Expression:
 
 def _on_empty(value: exp.Expression) -> exp.Expression:
     """The subquery's ``value`` over no rows: each aggregate replaced by its empty result."""
-    return value.copy().transform(lambda node: _empty_result(node) if aggregates.is_aggregate(node) else node)
+    return value.copy().transform(
+        lambda node: _empty_result(node) if aggregates.is_aggregate(node) else node
+    )
 
 
 def _null_on_empty(value: exp.Expression) -> bool:
@@ -183,7 +213,9 @@ def _null_on_empty(value: exp.Expression) -> bool:
     NULL, or a NULL-strict operator over such a value (TPC-H Q17's ``0.2 * AVG(x)``)."""
     if aggregates.is_aggregate(value):
         return isinstance(_empty_result(value), exp.Null)
-    return isinstance(value, NULL_STRICT) and any(_null_on_empty(child) for child in value.iter_expressions())
+    return isinstance(value, NULL_STRICT) and any(
+        _null_on_empty(child) for child in value.iter_expressions()
+    )
 
 
 def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool, ctes) -> None:
@@ -193,8 +225,14 @@ def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool
     correlated, local = _split(query) if isinstance(query, exp.Select) else ([], [])
     inner_columns: list[exp.Column] = []
     if correlated:
-        if any(query.args.get(k) for k in ("group", "having", "distinct", "limit")) or list(aggregates.calls_in(query.expressions[0])):
-            raise builder.unsupported(node, "a correlated subquery with GROUP BY, DISTINCT or LIMIT", "decorrelate it into a join in FROM")
+        if any(query.args.get(k) for k in ("group", "having", "distinct", "limit")) or list(
+            aggregates.calls_in(query.expressions[0])
+        ):
+            raise builder.unsupported(
+                node,
+                "a correlated subquery with GROUP BY, DISTINCT or LIMIT",
+                "decorrelate it into a join in FROM",
+            )
         mine = _aliases(query)
         for conjunct in correlated:
             for column in conjunct.find_all(exp.Column):
@@ -210,6 +248,7 @@ def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool
     right = builder.query(query, ctes)
     conditions = []
     for conjunct in correlated:
+
         def to_right(column: exp.Expression) -> exp.Expression:
             if isinstance(column, exp.Column) and column in inner_columns:
                 return col(f"s{inner_columns.index(column)}", name)
@@ -225,7 +264,9 @@ def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool
         conditions.insert(0, _null_aware(match) if negated else match)
     kind = "LEFT ANTI" if negated else "LEFT SEMI"
     what = ("NOT " if negated else "") + ("IN" if isinstance(node, exp.In) else "EXISTS")
-    inputs.join(kind, name, right, exp.and_(*conditions) if conditions else None, f"{what} subquery")
+    inputs.join(
+        kind, name, right, exp.and_(*conditions) if conditions else None, f"{what} subquery"
+    )
 
 
 def _null_aware(match: exp.EQ) -> exp.Expression:
@@ -255,12 +296,19 @@ def _split(query: exp.Select) -> tuple[list[exp.Expression], list[exp.Expression
         return [], []
     mine = _aliases(query)
     conjuncts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
-    correlated = [c for c in conjuncts if any(col_.table and col_.table.lower() not in mine for col_ in c.find_all(exp.Column))]
+    correlated = [
+        c
+        for c in conjuncts
+        if any(col_.table and col_.table.lower() not in mine for col_ in c.find_all(exp.Column))
+    ]
     return correlated, [c for c in conjuncts if c not in correlated]
 
 
-def _sides(conjunct: exp.Expression, mine: set[str]) -> tuple[exp.Expression | None, exp.Expression | None]:
+def _sides(
+    conjunct: exp.Expression, mine: set[str]
+) -> tuple[exp.Expression | None, exp.Expression | None]:
     """(inner column, outer expression) of ``inner.col = outer_expr``, else (None, None)."""
+
     def is_inner(e: exp.Expression) -> bool:
         return isinstance(e, exp.Column) and e.table.lower() in mine
 

@@ -31,7 +31,9 @@ def group_calls(expression: exp.Expression) -> list[exp.Expression]:
     if isinstance(expression, exp.Window):
         function = expression.this
         spec = [child for child in expression.iter_expressions() if child is not function]
-        return [call for child in [*function.iter_expressions(), *spec] for call in group_calls(child)]
+        return [
+            call for child in [*function.iter_expressions(), *spec] for call in group_calls(child)
+        ]
     if aggregates.is_aggregate(expression):
         return [expression]
     return [c for child in expression.iter_expressions() for c in group_calls(child)]
@@ -61,8 +63,11 @@ def grouped_first(builder, select: exp.Select) -> exp.Select:
     grouped = select.copy()
     for key in ("with_", "qualify", "distinct"):
         grouped.set(key, None)
-    grouped.set("expressions", [alias(k.copy(), f"__g{i}") for i, k in enumerate(keys)]
-                + [alias(c.copy(), f"__a{j}") for j, c in enumerate(calls)])
+    grouped.set(
+        "expressions",
+        [alias(k.copy(), f"__g{i}") for i, k in enumerate(keys)]
+        + [alias(c.copy(), f"__a{j}") for j, c in enumerate(calls)],
+    )
 
     def over_grouped(expression: exp.Expression) -> exp.Expression:
         def replace(node: exp.Expression) -> exp.Expression:
@@ -77,7 +82,9 @@ def grouped_first(builder, select: exp.Select) -> exp.Select:
         aggregates.require_grouped(builder, result, GROUPED)
         return result
 
-    outer = exp.select(*(alias(over_grouped(e.unalias()), e.alias_or_name) for e in select.expressions))
+    outer = exp.select(
+        *(alias(over_grouped(e.unalias()), e.alias_or_name) for e in select.expressions)
+    )
     outer = outer.from_(subquery(grouped, GROUPED))
     if qualify is not None:
         outer.set("qualify", exp.Qualify(this=over_grouped(qualify.this)))
@@ -103,7 +110,12 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
                 columns.append(column)
     names = tuple(f"c{n}" for n in range(len(columns)))
     keys = tuple(f"p{i}" for i in range(len(shared)))
-    inner = Select(sources, condition, names + keys, tuple(c.copy() for c in columns) + tuple(p.copy() for p in shared))
+    inner = Select(
+        sources,
+        condition,
+        names + keys,
+        tuple(c.copy() for c in columns) + tuple(p.copy() for p in shared),
+    )
 
     def over_input(expression: exp.Expression) -> exp.Expression:
         def swap(node: exp.Expression) -> exp.Expression:
@@ -115,14 +127,21 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
 
     outputs = builder.output_names(select)
     query = exp.select(
-        *(alias(over_input(e.this if isinstance(e, exp.Alias) else e), n) for e, n in zip(select.expressions, outputs)),
+        *(
+            alias(over_input(e.this if isinstance(e, exp.Alias) else e), n)
+            for e, n in zip(select.expressions, outputs)
+        ),
         *(alias(col(k, WINDOW_INPUT), f"__ivm_k{i}") for i, k in enumerate(keys)),
     ).from_(_input_table())
     reason = "window functions per partition"
     if qualify is not None:  # top-k: keep the rows passing QUALIFY, a filter on the windows
         query = query.select(alias(over_input(qualify.this), KEEP))
         hidden = [f"__ivm_k{i}" for i in range(len(keys))]
-        query = exp.select(*(col(n) for n in (*outputs, *hidden))).from_(subquery(query, "q")).where(col(KEEP))
+        query = (
+            exp.select(*(col(n) for n in (*outputs, *hidden)))
+            .from_(subquery(query, "q"))
+            .where(col(KEEP))
+        )
         reason = "window functions and QUALIFY per partition"
     return Recompute(((WINDOW_INPUT, inner),), (keys,), query, outputs, reason)
 
@@ -130,15 +149,24 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
 def top_k(builder, query: exp.Query, inner: Node) -> Node:
     """ORDER BY ... LIMIT k over ``inner`` (the query without them): one global key."""
     if query.args.get("offset"):
-        raise builder.unsupported(query.args["offset"], "OFFSET", "keep the first rows with LIMIT alone")
-    selects = query.selects if isinstance(query, exp.Select) else query.left.selects if isinstance(query, exp.Union) else []
+        raise builder.unsupported(
+            query.args["offset"], "OFFSET", "keep the first rows with LIMIT alone"
+        )
+    selects = (
+        query.selects
+        if isinstance(query, exp.Select)
+        else query.left.selects
+        if isinstance(query, exp.Union)
+        else []
+    )
     order = query.args.get("order")
     ordered = []
     for item in order.expressions if order is not None else []:
         position = _output_position(item.this, selects, inner.columns)
         if position is None:
             raise builder.unsupported(
-                item, f"ORDER BY {item.this.sql('spark')} with LIMIT",
+                item,
+                f"ORDER BY {item.this.sql('spark')} with LIMIT",
                 "order by columns the view returns (add the column to the SELECT)",
             )
         moved = item.copy()
@@ -148,11 +176,19 @@ def top_k(builder, query: exp.Query, inner: Node) -> Node:
     if ordered:
         result = result.order_by(*ordered)
     result = result.limit(query.args["limit"].expression.copy())
-    return Recompute(((WINDOW_INPUT, inner),), ((),), result, inner.columns, "ORDER BY ... LIMIT over all rows")
+    return Recompute(
+        ((WINDOW_INPUT, inner),), ((),), result, inner.columns, "ORDER BY ... LIMIT over all rows"
+    )
 
 
-def _output_position(expression: exp.Expression, selects: list[exp.Expression], columns: tuple[str, ...]) -> int | None:
-    if isinstance(expression, exp.Column) and not expression.table and expression.name.lower() in columns:
+def _output_position(
+    expression: exp.Expression, selects: list[exp.Expression], columns: tuple[str, ...]
+) -> int | None:
+    if (
+        isinstance(expression, exp.Column)
+        and not expression.table
+        and expression.name.lower() in columns
+    ):
         return columns.index(expression.name.lower())
     for i, select in enumerate(selects):
         if (select.this if isinstance(select, exp.Alias) else select) == expression:

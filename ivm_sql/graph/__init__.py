@@ -9,4 +9,14 @@ from ivm_sql.graph.lineage import project_graph
 from ivm_sql.graph.model import Graph, Kind
 from ivm_sql.graph.output import Format, choose_format, draw, image_path, text
 
-__all__ = ["Format", "Graph", "Kind", "choose_format", "draw", "image_path", "project_graph", "text", "view_circuit"]
+__all__ = [
+    "Format",
+    "Graph",
+    "Kind",
+    "choose_format",
+    "draw",
+    "image_path",
+    "project_graph",
+    "text",
+    "view_circuit",
+]

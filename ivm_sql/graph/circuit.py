@@ -21,14 +21,37 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import RECURSIVE_PREFIX, Aggregate, Constant, Node, Recompute, Recursive, Scan, Select, UnionAll, scans
+from ivm_sql.algebra.nodes import (
+    RECURSIVE_PREFIX,
+    Aggregate,
+    Constant,
+    Node,
+    Recompute,
+    Recursive,
+    Scan,
+    Select,
+    UnionAll,
+    scans,
+)
 from ivm_sql.compiler import ViewPlan
 from ivm_sql.graph.model import Graph, GraphBuilder, Kind
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.sqlbuild import DIALECT
 
-STAGE_OPERATORS = {"bag": Kind.INTEGRATE, "distinct": Kind.DISTINCT, "aggregate": Kind.AGGREGATE, "fixpoint": Kind.FIXED_POINT}
-CALLS = {"count_star": "COUNT(*)", "count": "COUNT({})", "sum": "SUM({})", "avg": "AVG({})", "min": "MIN({})", "max": "MAX({})"}
+STAGE_OPERATORS = {
+    "bag": Kind.INTEGRATE,
+    "distinct": Kind.DISTINCT,
+    "aggregate": Kind.AGGREGATE,
+    "fixpoint": Kind.FIXED_POINT,
+}
+CALLS = {
+    "count_star": "COUNT(*)",
+    "count": "COUNT({})",
+    "sum": "SUM({})",
+    "avg": "AVG({})",
+    "min": "MIN({})",
+    "max": "MAX({})",
+}
 SQL_WIDTH = 100  # longer conditions and column lists are cut, with an ellipsis
 PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -56,7 +79,9 @@ class _Circuit:
 
     def build(self) -> Graph:
         own = {stage.table for stage in self.plan.stages}
-        for table in dict.fromkeys(t for stage in self.plan.stages for t in stage.sources if t not in own):
+        for table in dict.fromkeys(
+            t for stage in self.plan.stages for t in stage.sources if t not in own
+        ):
             self.streams[table] = self.scan(table)
         for number, stage in enumerate(self.plan.stages, 1):
             with self.builder.cluster(f"stage {number}/{len(self.plan.stages)}: {stage.table}"):
@@ -78,11 +103,15 @@ class _Circuit:
         if isinstance(stage.node, Recursive):
             anchor = self.operator(stage.node.anchor)
             node = self.builder.add(kind, kind.value, details, state=stage.table)
-            self.streams[stage.node.placeholder] = node  # each iteration's rows go round the loop again
+            # each iteration's rows go round the loop again
+            self.streams[stage.node.placeholder] = node
             inputs = [anchor, self.operator(stage.node.step)]
         else:
-            inputs = [self.operator(child) for child in stage.node.inputs] if isinstance(stage.node, Recompute) \
+            inputs = (
+                [self.operator(child) for child in stage.node.inputs]
+                if isinstance(stage.node, Recompute)
                 else [self.operator(stage.input)]
+            )
             node = self.builder.add(kind, kind.value, details, state=stage.table)
         for source in inputs:
             self.builder.connect(source, node)
@@ -93,9 +122,15 @@ class _Circuit:
         if isinstance(node, Scan):
             return self.streams[node.table]
         if isinstance(node, Constant):
-            return self.builder.add(Kind.SCAN, "constant", ("rows fixed by the view's SQL", "Δ: none, a constant never changes"))
+            return self.builder.add(
+                Kind.SCAN,
+                "constant",
+                ("rows fixed by the view's SQL", "Δ: none, a constant never changes"),
+            )
         if isinstance(node, UnionAll):
-            union = self.builder.add(Kind.LINEAR, "linear", (f"UNION ALL of {len(node.branches)} inputs",))
+            union = self.builder.add(
+                Kind.LINEAR, "linear", (f"UNION ALL of {len(node.branches)} inputs",)
+            )
             for branch in node.branches:
                 self.builder.connect(self.operator(branch), union)
             return union
@@ -115,14 +150,18 @@ class _Circuit:
         for alias, child, change in zip(aliases, node.inputs, changes):
             tables = ", ".join(dict.fromkeys(s.table for s in scans(child)))
             details = (f"I({alias}): time travel on {tables}", "no state of its own")
-            if tables.startswith(RECURSIVE_PREFIX):  # the recursive CTE: the loop's own table, or its last iteration
+            if tables.startswith(
+                RECURSIVE_PREFIX
+            ):  # the recursive CTE: the loop's own table, or its last iteration
                 details = (f"I({alias}): the fixed point so far, or its last iteration",)
             elif not tables:
                 details = (f"I({alias}): the constant's rows, the same old and new",)
             integral = self.builder.add(Kind.INTEGRATE, "integrate", details)
             self.builder.connect(change, integral)
             integrals.append(integral)
-        total = self.builder.add(Kind.LINEAR, "linear", (f"sum of the {len(aliases)} join terms", *_select_details(node)))
+        total = self.builder.add(
+            Kind.LINEAR, "linear", (f"sum of the {len(aliases)} join terms", *_select_details(node))
+        )
         for i, change in enumerate(changes):
             term = self.builder.add(Kind.JOIN_TERM, f"join term {i + 1}", (_term(aliases, i),))
             self.builder.connect(change, term, "Δ")
@@ -135,7 +174,9 @@ class _Circuit:
 
 def _term(aliases: list[str], i: int) -> str:
     """Term i of the n-way join: ``a_new ⋈ Δb ⋈ c_old``."""
-    parts = [f"{a}_new" if j < i else f"Δ{a}" if j == i else f"{a}_old" for j, a in enumerate(aliases)]
+    parts = [
+        f"{a}_new" if j < i else f"Δ{a}" if j == i else f"{a}_old" for j, a in enumerate(aliases)
+    ]
     return " ⋈ ".join(parts)
 
 
@@ -151,7 +192,11 @@ def _select_details(node: Select) -> list[str]:
 def _projected(expression: exp.Expression, name: str) -> str:
     """``expr AS name``, or just ``expr`` when it is a column of that name."""
     shown = _readable(expression)
-    return shown if isinstance(expression, exp.Column) and expression.name == name else f"{shown} AS {name}"
+    return (
+        shown
+        if isinstance(expression, exp.Column) and expression.name == name
+        else f"{shown} AS {name}"
+    )
 
 
 def _summary(stage: Stage) -> list[str]:
@@ -163,16 +208,25 @@ def _summary(stage: Stage) -> list[str]:
     if stage.kind == "bag":
         return ["the view's rows, each with its multiplicity"]
     if isinstance(stage.node, Recursive):
-        return [f"WITH RECURSIVE {stage.node.name}: anchor + recursive term, repeated until nothing changes"]
+        return [
+            f"WITH RECURSIVE {stage.node.name}: anchor + recursive term, repeated until nothing changes"
+        ]
     return []
 
 
 def _aggregate_summary(node: Aggregate) -> list[str]:
     """GROUP BY and the aggregates, over the expressions the input computes for them."""
-    named = dict(zip(node.input.columns, map(_readable, node.input.exprs))) if isinstance(node.input, Select) else {}
+    named = (
+        dict(zip(node.input.columns, map(_readable, node.input.exprs)))
+        if isinstance(node.input, Select)
+        else {}
+    )
     keys = ", ".join(named.get(k, k) for k in node.keys)
     calls = ", ".join(CALLS[a.func].format(named.get(a.arg, a.arg)) for a in node.aggs)
-    return [_brief(f"GROUP BY {keys}" if keys else "global: one row, even over no rows"), _brief(calls)]
+    return [
+        _brief(f"GROUP BY {keys}" if keys else "global: one row, even over no rows"),
+        _brief(calls),
+    ]
 
 
 def _readable(expression: exp.Expression) -> str:

@@ -15,7 +15,10 @@ from ivm_sql.graph.model import Graph, GraphNode, Kind
 
 FONT = "Helvetica"
 SHAPES = {  # the operators that may keep state are boxes, like the stages and views
-    **dict.fromkeys((Kind.INTEGRATE, Kind.DISTINCT, Kind.AGGREGATE, Kind.RECOMPUTE_KEYS, Kind.RECOMPUTE_ALL), "box"),
+    **dict.fromkeys(
+        (Kind.INTEGRATE, Kind.DISTINCT, Kind.AGGREGATE, Kind.RECOMPUTE_KEYS, Kind.RECOMPUTE_ALL),
+        "box",
+    ),
     Kind.TABLE: "cylinder",
     Kind.VIEW: "box",
     Kind.STAGE: "box",
@@ -31,7 +34,12 @@ STATE_FILL = "#fef3c7"  # operators that keep a Delta table
 def to_dot(graph: Graph) -> str:
     """The DOT source of ``graph``: left to right, clusters as boxes, state tables shaded."""
     dot = graphviz.Digraph(
-        graph_attr={"rankdir": "LR", "label": _html([graph.title]), "labelloc": "t", "fontname": FONT},
+        graph_attr={
+            "rankdir": "LR",
+            "label": _html([graph.title]),
+            "labelloc": "t",
+            "fontname": FONT,
+        },
         node_attr={"fontname": FONT, "fontsize": "10"},
         edge_attr={"fontname": FONT, "fontsize": "9"},
     )
@@ -57,8 +65,15 @@ def render(graph: Graph, image_format: str) -> bytes:
 
 def _add_node(dot: graphviz.Digraph, node: GraphNode, id: str) -> None:
     fill = FILLS.get(node.kind, STATE_FILL if node.state else None)
-    style = ",".join(["rounded"] * (node.kind == Kind.VIEW) + ["filled"] * (fill is not None)) or None
-    attributes = {"shape": SHAPES[node.kind], "style": style, "fillcolor": fill, "peripheries": "2" if node.state else None}
+    style = (
+        ",".join(["rounded"] * (node.kind == Kind.VIEW) + ["filled"] * (fill is not None)) or None
+    )
+    attributes = {
+        "shape": SHAPES[node.kind],
+        "style": style,
+        "fillcolor": fill,
+        "peripheries": "2" if node.state else None,
+    }
     dot.node(id, _html(node.lines), **{k: v for k, v in attributes.items() if v is not None})
 
 

@@ -23,7 +23,11 @@ def project_graph(database: str, plans: Sequence[ViewPlan]) -> Graph:
         with builder.cluster(f"view {plan.view.name}"):
             for stage in plan.stages:
                 node = builder.add(
-                    Kind.STAGE, stage_operator(stage).value, (_strategy(stage),), state=stage.table, id=f"stage {stage.table}"
+                    Kind.STAGE,
+                    stage_operator(stage).value,
+                    (_strategy(stage),),
+                    state=stage.table,
+                    id=f"stage {stage.table}",
                 )
                 for source in stage.sources:
                     builder.connect(holders[source], node)
@@ -35,5 +39,5 @@ def project_graph(database: str, plans: Sequence[ViewPlan]) -> Graph:
 
 
 def _strategy(stage: Stage) -> str:
-    """"incremental", or what is recomputed and why: a recompute is never drawn silently."""
+    """ "incremental", or what is recomputed and why: a recompute is never drawn silently."""
     return stage.scope if stage.scope == "incremental" else stage.strategy

@@ -14,7 +14,10 @@ from ivm_sql.graph.model import Graph, GraphNode, Kind
 
 # (opening, closing) bracket of each kind's shape; the operators that may keep state are rectangles
 SHAPES = {
-    **dict.fromkeys((Kind.INTEGRATE, Kind.DISTINCT, Kind.AGGREGATE, Kind.RECOMPUTE_KEYS, Kind.RECOMPUTE_ALL), ("[", "]")),
+    **dict.fromkeys(
+        (Kind.INTEGRATE, Kind.DISTINCT, Kind.AGGREGATE, Kind.RECOMPUTE_KEYS, Kind.RECOMPUTE_ALL),
+        ("[", "]"),
+    ),
     Kind.TABLE: ("[(", ")]"),
     Kind.VIEW: ("([", "])"),
     Kind.STAGE: ("[[", "]]"),

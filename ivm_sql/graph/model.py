@@ -30,7 +30,8 @@ class Kind(str, Enum):
     AGGREGATE = "aggregate"
     RECOMPUTE_KEYS = "recompute touched keys"
     RECOMPUTE_ALL = "recompute all"
-    FIXED_POINT = "fixed-point loop"  # a recursive view's subcircuit, iterated until nothing changes
+    # a recursive view's subcircuit, iterated until nothing changes
+    FIXED_POINT = "fixed-point loop"
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,10 @@ class GraphNode:
     def lines(self) -> list[str]:
         """The label: the title, then the details and the state, each wrapped at WIDTH."""
         body = [*self.details, *([f"state: {self.state}"] if self.state else [])]
-        wrapped = (textwrap.wrap(line, WIDTH, break_long_words=False, break_on_hyphens=False) or [""] for line in body)
+        wrapped = (
+            textwrap.wrap(line, WIDTH, break_long_words=False, break_on_hyphens=False) or [""]
+            for line in body
+        )
         return [self.title, *(part for parts in wrapped for part in parts)]
 
 
@@ -105,8 +109,14 @@ class GraphBuilder:
         self._clusters: list[Cluster] = []
         self._open: list[str] | None = None  # members of the cluster being filled
 
-    def add(self, kind: Kind, title: str, details: tuple[str, ...] = (), state: str | None = None,
-            id: str | None = None) -> str:
+    def add(
+        self,
+        kind: Kind,
+        title: str,
+        details: tuple[str, ...] = (),
+        state: str | None = None,
+        id: str | None = None,
+    ) -> str:
         """A new node (or, for an ``id`` already added, that node); returns its id."""
         id = id if id is not None else f"{kind.value} {len(self._nodes) + 1}"
         if id not in self._nodes:
@@ -129,4 +139,6 @@ class GraphBuilder:
             self._open = None
 
     def build(self, name: str, title: str) -> Graph:
-        return Graph(name, title, tuple(self._nodes.values()), tuple(self._edges), tuple(self._clusters))
+        return Graph(
+            name, title, tuple(self._nodes.values()), tuple(self._edges), tuple(self._clusters)
+        )

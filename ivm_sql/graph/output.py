@@ -32,8 +32,14 @@ class Format(str, Enum):
 
 
 WRITERS = {Format.DOT: to_dot, Format.MERMAID: to_mermaid}
-SUFFIXES = {".svg": Format.SVG, ".png": Format.PNG, ".mmd": Format.MERMAID, ".mermaid": Format.MERMAID,
-            ".dot": Format.DOT, ".gv": Format.DOT}
+SUFFIXES = {
+    ".svg": Format.SVG,
+    ".png": Format.PNG,
+    ".mmd": Format.MERMAID,
+    ".mermaid": Format.MERMAID,
+    ".dot": Format.DOT,
+    ".gv": Format.DOT,
+}
 
 
 def choose_format(form: Format | None, output: Path | None) -> Format:

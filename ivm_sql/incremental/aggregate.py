@@ -15,7 +15,17 @@ from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Aggregate, Scan
 from ivm_sql.incremental import extremes
-from ivm_sql.sqlbuild import WEIGHT, alias, coalesce_zero, col, lit, null_safe_eq, subquery, sum_of, table
+from ivm_sql.sqlbuild import (
+    WEIGHT,
+    alias,
+    coalesce_zero,
+    col,
+    lit,
+    null_safe_eq,
+    subquery,
+    sum_of,
+    table,
+)
 
 COUNT = "__ivm_count"
 TARGET, CHANGE = "t", "s"
@@ -37,10 +47,14 @@ def partials(node: Aggregate) -> list[tuple[str, exp.Expression]]:
         if call.func == "count_star" or call.func in extremes.EXTREMES:  # the row count; kept apart
             continue
         arg = col(call.arg)
-        counted = exp.If(this=exp.Is(this=arg, expression=exp.Null()), true=lit(0), false=weight.copy())
+        counted = exp.If(
+            this=exp.Is(this=arg, expression=exp.Null()), true=lit(0), false=weight.copy()
+        )
         result.append((nonnull_count(j), sum_of(counted)))
         if call.func in ("sum", "avg"):
-            result.append((weighted_sum(j), sum_of(exp.Mul(this=arg.copy(), expression=weight.copy()))))
+            result.append(
+                (weighted_sum(j), sum_of(exp.Mul(this=arg.copy(), expression=weight.copy())))
+            )
     return result
 
 
@@ -69,27 +83,42 @@ def change(node: Aggregate, changes: exp.Query, table_name: str) -> exp.Select:
     against the stored ones) and whether a group must be rescanned (``extremes.LOST``)."""
     if not extremes.calls(node):
         return _aggregate(node, changes, drop_zero=True)
-    return extremes.change(node, table_name, _aggregate(node, changes, drop_zero=False), changes, COUNT)
+    return extremes.change(
+        node, table_name, _aggregate(node, changes, drop_zero=False), changes, COUNT
+    )
 
 
 def change_columns(node: Aggregate) -> tuple[str, ...]:
     """The columns of ``change``'s rows."""
     columns = (*node.keys, *(name for name, _ in partials(node)))
-    return (*columns, *extremes.state_columns(node), extremes.LOST) if extremes.calls(node) else columns
+    return (
+        (*columns, *extremes.state_columns(node), extremes.LOST)
+        if extremes.calls(node)
+        else columns
+    )
 
 
 def merge(table_name: str, node: Aggregate, change_query: exp.Query) -> exp.Merge:
     """Add each group's change to its state; delete a group whose row count reaches zero,
     and insert a new group only with rows."""
-    on = exp.and_(*(null_safe_eq(col(k, TARGET), col(k, CHANGE)) for k in node.keys)) if node.keys else exp.true()
+    on = (
+        exp.and_(*(null_safe_eq(col(k, TARGET), col(k, CHANGE)) for k in node.keys))
+        if node.keys
+        else exp.true()
+    )
     state = [name for name, _ in partials(node)]
     replaced = extremes.state_columns(node)  # the change holds their new values
     whens = []
     if node.keys:
-        emptied = exp.EQ(this=exp.Add(this=col(COUNT, TARGET), expression=col(COUNT, CHANGE)), expression=lit(0))
+        emptied = exp.EQ(
+            this=exp.Add(this=col(COUNT, TARGET), expression=col(COUNT, CHANGE)), expression=lit(0)
+        )
         whens.append(exp.When(matched=True, condition=emptied, then=exp.var("DELETE")))
     updates = [
-        exp.EQ(this=col(name, TARGET), expression=exp.Add(this=col(name, TARGET), expression=col(name, CHANGE)))
+        exp.EQ(
+            this=col(name, TARGET),
+            expression=exp.Add(this=col(name, TARGET), expression=col(name, CHANGE)),
+        )
         for name in state
     ]
     updates += [exp.EQ(this=col(name, TARGET), expression=col(name, CHANGE)) for name in replaced]
@@ -107,7 +136,12 @@ def merge(table_name: str, node: Aggregate, change_query: exp.Query) -> exp.Merg
             ),
         )
     )
-    return exp.Merge(this=table(table_name, TARGET), using=subquery(change_query, CHANGE), on=on, whens=exp.Whens(expressions=whens))
+    return exp.Merge(
+        this=table(table_name, TARGET),
+        using=subquery(change_query, CHANGE),
+        on=on,
+        whens=exp.Whens(expressions=whens),
+    )
 
 
 def reader(table_name: str, node: Aggregate) -> Scan:

@@ -24,21 +24,38 @@ def change(input_columns: tuple[str, ...], changes: exp.Query) -> exp.Select:
 
 def merge(table_name: str, input_columns: tuple[str, ...], change_query: exp.Query) -> exp.Merge:
     """MERGE the consolidated change: rows match null-safely on every column."""
-    on = exp.and_(*(null_safe_eq(col(c, TARGET), col(c, CHANGE)) for c in input_columns)) if input_columns else exp.true()
+    on = (
+        exp.and_(*(null_safe_eq(col(c, TARGET), col(c, CHANGE)) for c in input_columns))
+        if input_columns
+        else exp.true()
+    )
     summed = exp.Add(this=col(WEIGHT, TARGET), expression=col(WEIGHT, CHANGE))
     return exp.Merge(
         this=table(table_name, TARGET),
-        using=exp.Subquery(this=change_query, alias=exp.TableAlias(this=exp.to_identifier(CHANGE, quoted=True))),
+        using=exp.Subquery(
+            this=change_query, alias=exp.TableAlias(this=exp.to_identifier(CHANGE, quoted=True))
+        ),
         on=on,
         whens=exp.Whens(
             expressions=[
-                exp.When(matched=True, condition=exp.EQ(this=summed, expression=exp.Literal.number(0)), then=exp.var("DELETE")),
-                exp.When(matched=True, then=exp.Update(expressions=[exp.EQ(this=col(WEIGHT, TARGET), expression=summed.copy())])),
+                exp.When(
+                    matched=True,
+                    condition=exp.EQ(this=summed, expression=exp.Literal.number(0)),
+                    then=exp.var("DELETE"),
+                ),
+                exp.When(
+                    matched=True,
+                    then=exp.Update(
+                        expressions=[exp.EQ(this=col(WEIGHT, TARGET), expression=summed.copy())]
+                    ),
+                ),
                 exp.When(
                     matched=False,
                     then=exp.Insert(
                         this=exp.Tuple(expressions=[col(c) for c in (*input_columns, WEIGHT)]),
-                        expression=exp.Tuple(expressions=[col(c, CHANGE) for c in (*input_columns, WEIGHT)]),
+                        expression=exp.Tuple(
+                            expressions=[col(c, CHANGE) for c in (*input_columns, WEIGHT)]
+                        ),
                     ),
                 ),
             ]

@@ -30,7 +30,8 @@ ITERATION_VIEW = "__ivm_fixpoint_x"  # X_j is read as the temporary view __ivm_f
 # Spark stops its own WITH RECURSIVE after this many iterations; the loop stops there too.
 LIMIT_SETTING = "spark.sql.cteRecursionLevelLimit"
 DEFAULT_LIMIT = 100
-AS_IT_IS = Versions(None, None, False)  # a table read as it is now: the stage's own, or an iteration's
+# a table read as it is now: the stage's own, or an iteration's
+AS_IT_IS = Versions(None, None, False)
 
 
 def seed_initial(node: Recursive, pins: Pins) -> exp.Select:
@@ -50,7 +51,10 @@ def seed_change(node: Recursive, table: str, pins: Pins) -> exp.Select | None:
 def iterate(node: Recursive, previous: str, pins: Pins) -> exp.Select:
     """X_(j+1) = step(X_j) at the pinned versions, X_j being the table or view ``previous``
     (the placeholder's rows with their weights)."""
-    return consolidate(snapshot(bind(node.step, node.placeholder, previous), {**pins, previous: AS_IT_IS}, "new"), node.columns)
+    return consolidate(
+        snapshot(bind(node.step, node.placeholder, previous), {**pins, previous: AS_IT_IS}, "new"),
+        node.columns,
+    )
 
 
 def bind(node: Node, placeholder: str, table: str) -> Node:
@@ -58,7 +62,12 @@ def bind(node: Node, placeholder: str, table: str) -> Node:
     if isinstance(node, Scan):
         return replace(node, table=table) if node.table == placeholder else node
     if isinstance(node, Select):
-        return replace(node, sources=tuple((alias, bind(child, placeholder, table)) for alias, child in node.sources))
+        return replace(
+            node,
+            sources=tuple(
+                (alias, bind(child, placeholder, table)) for alias, child in node.sources
+            ),
+        )
     if isinstance(node, UnionAll):
         return replace(node, branches=tuple(bind(b, placeholder, table) for b in node.branches))
     return node  # a stage's table: the step reads the CTE only through linear operators

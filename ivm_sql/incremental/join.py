@@ -9,7 +9,7 @@ the change (``linear.scan_snapshot``), so no term reads a Delta version but the 
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from sqlglot import exp
 
@@ -56,7 +56,9 @@ def _clock_term(node: Select, pins: Pins, snapshot: Snapshot) -> exp.Select:
     steady = [c for c in _conjuncts(node.condition) if not reads_clock(c)]
     found, sign = crossed([c for c in _conjuncts(node.condition) if reads_clock(c)], pins)
     term = _assemble(node, sources, [*steady, found], sign)
-    return exp.select(*(col(c) for c in node.columns), col(WEIGHT)).from_(subquery(term, CLOCK_TERM))
+    return exp.select(*(col(c) for c in node.columns), col(WEIGHT)).from_(
+        subquery(term, CLOCK_TERM)
+    )
 
 
 def _conditions(node: Select, pins: Pins, when: str) -> list[exp.Expression]:
@@ -71,7 +73,12 @@ def _conditions(node: Select, pins: Pins, when: str) -> list[exp.Expression]:
 def _snapshot_source(name: str, child: Node, pins: Pins, when: str, snapshot: Snapshot):
     """A FROM item and its weight. A plain table is read directly (``t VERSION AS OF v``)."""
     query = snapshot(child, pins, when)
-    if isinstance(child, Scan) and child.exprs is None and child.where is None and isinstance(query, exp.Select):
+    if (
+        isinstance(child, Scan)
+        and child.exprs is None
+        and child.where is None
+        and isinstance(query, exp.Select)
+    ):
         source = query.args["from_"].this.copy()
         source.set("alias", exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
         weight = child.weight.copy()
@@ -81,14 +88,20 @@ def _snapshot_source(name: str, child: Node, pins: Pins, when: str, snapshot: Sn
     return subquery(query, name), col(WEIGHT, name)
 
 
-def _assemble(node: Select, sources: list[tuple[exp.Expression, exp.Expression]], conditions: list[exp.Expression],
-              sign: exp.Expression | None = None) -> exp.Select:
+def _assemble(
+    node: Select,
+    sources: list[tuple[exp.Expression, exp.Expression]],
+    conditions: list[exp.Expression],
+    sign: exp.Expression | None = None,
+) -> exp.Select:
     """SELECT exprs, product of weights (times ``sign``) FROM s1 JOIN s2 ON ... WHERE ...
 
     Each of the ``conditions`` (the node's conjuncts) goes to the first join where all inputs it reads are
     present, so Spark sees equi-joins rather than a cross join and a filter.
     """
-    weights = [w for _, w in sources if not (isinstance(w, exp.Literal) and w.this == "1")] + ([sign] if sign is not None else [])
+    weights = [w for _, w in sources if not (isinstance(w, exp.Literal) and w.this == "1")] + (
+        [sign] if sign is not None else []
+    )
     outputs = [alias(e.copy(), name) for e, name in zip(node.exprs, node.columns)]
     outputs.append(alias(product(weights) if weights else lit(1), WEIGHT))
     select = exp.select(*outputs).from_(sources[0][0])
@@ -108,7 +121,11 @@ def _assemble(node: Select, sources: list[tuple[exp.Expression, exp.Expression]]
 def _conjuncts(condition: exp.Expression | None) -> list[exp.Expression]:
     if condition is None:
         return []
-    return [c.copy() for c in condition.flatten()] if isinstance(condition, exp.And) else [condition.copy()]
+    return (
+        [c.copy() for c in condition.flatten()]
+        if isinstance(condition, exp.And)
+        else [condition.copy()]
+    )
 
 
 def _aliases(condition: exp.Expression) -> set[str]:

@@ -47,7 +47,8 @@ def scan_delta(scan: Scan, pins: Pins, negated: bool = False) -> exp.Select | No
         return None
     changes = exp.Table(
         this=exp.Anonymous(
-            this="table_changes", expressions=[lit(scan.table), versions.first_change(), versions.new.copy()]
+            this="table_changes",
+            expressions=[lit(scan.table), versions.first_change(), versions.new.copy()],
         )
     )
     sign = exp.If(
@@ -61,11 +62,17 @@ def scan_delta(scan: Scan, pins: Pins, negated: bool = False) -> exp.Select | No
 
 
 def union_snapshot(node: UnionAll, pins: Pins, when: str, snapshot) -> exp.Query:
-    return union_all([_named_as(node, branch, snapshot(branch, pins, when)) for branch in node.branches])
+    return union_all(
+        [_named_as(node, branch, snapshot(branch, pins, when)) for branch in node.branches]
+    )
 
 
 def union_delta(node: UnionAll, pins: Pins, delta) -> exp.Query | None:
-    changes = [_named_as(node, b, d) for b, d in ((b, delta(b, pins)) for b in node.branches) if d is not None]
+    changes = [
+        _named_as(node, b, d)
+        for b, d in ((b, delta(b, pins)) for b in node.branches)
+        if d is not None
+    ]
     return union_all(changes) if changes else None
 
 
@@ -75,7 +82,9 @@ def _named_as(node: UnionAll, branch, query: exp.Query) -> exp.Query:
     if branch.columns == node.columns:
         return query
     outputs = [alias(col(b), u) for b, u in zip(branch.columns, node.columns)] + [col(WEIGHT)]
-    return exp.select(*outputs).from_(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("b", quoted=True))))
+    return exp.select(*outputs).from_(
+        exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier("b", quoted=True)))
+    )
 
 
 def _is_one(expression: exp.Expression) -> bool:

@@ -20,7 +20,15 @@ from ivm_sql.incremental import delta, snapshot
 from ivm_sql.incremental.temporal import CLOCK, at_time
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import (
-    WEIGHT, alias, col, consolidate, lit, null_safe_eq, subquery, table, union_all,
+    WEIGHT,
+    alias,
+    col,
+    consolidate,
+    lit,
+    null_safe_eq,
+    subquery,
+    table,
+    union_all,
 )
 
 KEY = "__ivm_k"
@@ -57,7 +65,9 @@ def rows(node: Node, pins: Pins) -> exp.Select:
     columns = [col(c) for c in node.columns]
     if weight_is_one(node):
         return exp.select(*columns).from_(contents)
-    copies = exp.select(*columns, alias(exp.Explode(this=exp.func("sequence", lit(1), col(WEIGHT))), COPY)).from_(contents)
+    copies = exp.select(
+        *columns, alias(exp.Explode(this=exp.func("sequence", lit(1), col(WEIGHT))), COPY)
+    ).from_(contents)
     return exp.select(*(col(c) for c in node.columns)).from_(subquery(copies, "c"))
 
 
@@ -79,14 +89,21 @@ def touched_keys(node: Recompute, pins: Pins) -> exp.Query | None:
     if not parts and not facts:
         return None
     if not node.key_width:
-        return exp.select(alias(lit(1), f"{KEY}_any")).from_(subquery(union_all(parts), "u")).limit(1)
+        return (
+            exp.select(alias(lit(1), f"{KEY}_any")).from_(subquery(union_all(parts), "u")).limit(1)
+        )
     if facts:
         flipped = exp.Exists(this=exp.select(lit(1)).from_(subquery(union_all(facts), "f")))
         parts += [
             _keys_of(subquery(rows(child, pins), "n"), keys).where(flipped.copy())
-            for (_, child), keys in zip(node.sources, node.keys) if keys
+            for (_, child), keys in zip(node.sources, node.keys)
+            if keys
         ]
-    return exp.select(*(col(c) for c in key_columns(node))).from_(subquery(union_all(parts), "u")).distinct()
+    return (
+        exp.select(*(col(c) for c in key_columns(node)))
+        .from_(subquery(union_all(parts), "u"))
+        .distinct()
+    )
 
 
 def _keys_of(rows_: exp.Subquery, keys: tuple[str, ...]) -> exp.Select:
@@ -97,7 +114,9 @@ def _restrict(select: exp.Select, keys: tuple[str, ...], touched: exp.Query) -> 
     """Only the rows whose key is touched (null-safe: a NULL key is a key like any other)."""
     if not keys:
         return select
-    on = exp.and_(*(null_safe_eq(col(k, "r"), col(key_name(i), TOUCHED)) for i, k in enumerate(keys)))
+    on = exp.and_(
+        *(null_safe_eq(col(k, "r"), col(key_name(i), TOUCHED)) for i, k in enumerate(keys))
+    )
     return (
         exp.select(*(col(c, "r") for c in select.named_selects))
         .from_(subquery(select, "r"))
@@ -120,7 +139,9 @@ def initial(node: Recompute, pins: Pins) -> exp.Select:
     result = output(node, {name: rows(child, pins) for name, child in node.sources})
     if node.every_refresh:  # the current time, read as the time the refresh pinned
         result = at_time(result, pins[CLOCK].new)
-    weighted = exp.select(*(col(c) for c in stored_columns(node)), alias(lit(1), WEIGHT)).from_(subquery(result, "o"))
+    weighted = exp.select(*(col(c) for c in stored_columns(node)), alias(lit(1), WEIGHT)).from_(
+        subquery(result, "o")
+    )
     return consolidate(weighted, stored_columns(node))
 
 
@@ -129,10 +150,17 @@ def change(node: Recompute, table_name: str, pins: Pins) -> exp.Select | None:
     touched = touched_keys(node, pins)
     if touched is None:
         return None
-    inputs = {name: _restrict(rows(child, pins), keys, touched) for (name, child), keys in zip(node.sources, node.keys)}
+    inputs = {
+        name: _restrict(rows(child, pins), keys, touched)
+        for (name, child), keys in zip(node.sources, node.keys)
+    }
     stored = stored_columns(node)
-    new = exp.select(*(col(c) for c in stored), alias(lit(1), WEIGHT)).from_(subquery(output(node, inputs), "o"))
-    old_rows = exp.select(*(col(c) for c in stored), alias(exp.Neg(this=col(WEIGHT)), WEIGHT)).from_(table(table_name))
+    new = exp.select(*(col(c) for c in stored), alias(lit(1), WEIGHT)).from_(
+        subquery(output(node, inputs), "o")
+    )
+    old_rows = exp.select(
+        *(col(c) for c in stored), alias(exp.Neg(this=col(WEIGHT)), WEIGHT)
+    ).from_(table(table_name))
     if not node.key_width:
         old = old_rows
     else:

@@ -15,8 +15,29 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 
 from ivm_sql.algebra.clock import node_reads_clock, reads_clock
-from ivm_sql.algebra.nodes import RECURSIVE_PREFIX, Aggregate, Constant, Distinct, Node, Recompute, Recursive, Scan, Select, UnionAll, scans
-from ivm_sql.incremental import aggregate, bag, delta, distinct, extremes, fixpoint, recompute, snapshot
+from ivm_sql.algebra.nodes import (
+    RECURSIVE_PREFIX,
+    Aggregate,
+    Constant,
+    Distinct,
+    Node,
+    Recompute,
+    Recursive,
+    Scan,
+    Select,
+    UnionAll,
+    scans,
+)
+from ivm_sql.incremental import (
+    aggregate,
+    bag,
+    delta,
+    distinct,
+    extremes,
+    fixpoint,
+    recompute,
+    snapshot,
+)
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, to_sql
 
@@ -55,7 +76,11 @@ class Stage:
     def sources(self) -> tuple[str, ...]:
         """The tables this stage reads, each once, in the order they appear (a recursive
         term's reads of its own CTE are the stage's loop, not a source)."""
-        return tuple(dict.fromkeys(s.table for s in scans(self.node) if not s.table.startswith(RECURSIVE_PREFIX)))
+        return tuple(
+            dict.fromkeys(
+                s.table for s in scans(self.node) if not s.table.startswith(RECURSIVE_PREFIX)
+            )
+        )
 
     @property
     def recomputes_all(self) -> bool:
@@ -80,7 +105,11 @@ class Stage:
             return "incremental"
         if not self.recomputes_all:
             return "recompute touched keys"
-        return "recompute all on every refresh" if self.every_refresh else "recompute all on any change"
+        return (
+            "recompute all on every refresh"
+            if self.every_refresh
+            else "recompute all on any change"
+        )
 
     @property
     def strategy(self) -> str:
@@ -142,7 +171,9 @@ class Lowering:
         self.database = database
         self.view = view
         self.stages: list[Stage] = []
-        self._kept: dict[str, Stage] = {}  # what an aggregate stage computes (``_computes``) -> its stage
+        self._kept: dict[
+            str, Stage
+        ] = {}  # what an aggregate stage computes (``_computes``) -> its stage
 
     def table_name(self, final: bool) -> str:
         suffix = "" if final else f"_s{len(self.stages) + 1}"
@@ -160,7 +191,9 @@ class Lowering:
     def stage(self, node: Node, final: bool) -> Scan:
         """A new stage for a stateful (or, for the view itself, any) node; returns its reader."""
         if isinstance(node, Recompute):
-            lowered: Node = replace(node, sources=tuple((a, self.lower(n)) for a, n in node.sources))
+            lowered: Node = replace(
+                node, sources=tuple((a, self.lower(n)) for a, n in node.sources)
+            )
         elif isinstance(node, Recursive):
             lowered = replace(node, anchor=self.lower(node.anchor), step=self.lower(node.step))
         elif isinstance(node, (Aggregate, Distinct)):
@@ -168,7 +201,11 @@ class Lowering:
         else:
             lowered = self.lower(node)
         name = self.table_name(final)  # after lowering: inner stages are numbered first
-        computes = _computes(Stage(name, "aggregate", lowered)) if isinstance(node, Aggregate) and not final else None
+        computes = (
+            _computes(Stage(name, "aggregate", lowered))
+            if isinstance(node, Aggregate) and not final
+            else None
+        )
         kept = self._kept.get(computes) if computes is not None else None
         if kept is not None:  # the same state twice (a WITH read twice, TPC-H Q15): kept once
             return aggregate.reader(kept.table, node)
@@ -195,7 +232,9 @@ def _computes(stage: Stage) -> str | None:
     once."""
     if stage.reads_clock:
         return None
-    return to_sql(stage.initial_query({t: Versions.symbolic(t) for t in stage.sources}), pretty=False)
+    return to_sql(
+        stage.initial_query({t: Versions.symbolic(t) for t in stage.sources}), pretty=False
+    )
 
 
 def plan_stages(database: str, view: str, root: Node) -> tuple[list[Stage], Scan]:
@@ -223,7 +262,7 @@ def plan_stages(database: str, view: str, root: Node) -> tuple[list[Stage], Scan
 
 def compose(above: Select, reader: Scan) -> Scan:
     """The Scan that reads ``reader`` through the single-input Select ``above``."""
-    (name, _), = above.sources
+    ((name, _),) = above.sources
     stored = dict(zip(reader.columns, reader.exprs or tuple(col(c) for c in reader.columns)))
 
     def substitute(expression: exp.Expression) -> exp.Expression:
@@ -237,4 +276,6 @@ def compose(above: Select, reader: Scan) -> Scan:
     where = substitute(above.condition) if above.condition is not None else None
     if reader.where is not None:
         where = exp.and_(reader.where.copy(), where) if where is not None else reader.where.copy()
-    return Scan(reader.table, above.columns, reader.weight, tuple(substitute(e) for e in above.exprs), where)
+    return Scan(
+        reader.table, above.columns, reader.weight, tuple(substitute(e) for e in above.exprs), where
+    )

@@ -21,7 +21,7 @@ so they mean the same instant in any session time zone.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlglot import exp
 
@@ -31,15 +31,17 @@ from ivm_sql.sqlbuild import lit
 
 CLOCK = "__ivm_clock"  # the clock's key among a stage's pins (tables are always db.name)
 CLOCK_TERM = "__ivm_clock_term"  # the alias of the rows the clock moved across a bound
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # `ivm compile` shows the time a stage reflects and the time of the refresh as placeholders.
-SYMBOLIC_CLOCK = Versions(exp.Placeholder(this="clock_old"), exp.Placeholder(this="clock_new"), True)
+SYMBOLIC_CLOCK = Versions(
+    exp.Placeholder(this="clock_old"), exp.Placeholder(this="clock_new"), True
+)
 
 
 def micros(moment: datetime) -> int:
     """A moment as the clock's version: microseconds since the epoch (naive means UTC)."""
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return (moment - EPOCH) // (datetime.resolution)
 
 
@@ -49,7 +51,9 @@ def moment(version: int) -> datetime:
 
 def clock_versions(old: int | None, new: int) -> Versions:
     """The clock pinned from the time a stage reflects (None: never read) to this refresh's."""
-    return Versions(None if old is None else instant(old), instant(new), old is not None and old != new)
+    return Versions(
+        None if old is None else instant(old), instant(new), old is not None and old != new
+    )
 
 
 def instant(version: int) -> exp.Expression:
@@ -86,7 +90,9 @@ def crossed(conjuncts: list[exp.Expression], pins: Pins) -> tuple[exp.Expression
     holds_before, holds_after = _is_true(before), _is_true(after)
     ranges = [_flip_range(c, clock) for c in conjuncts]
     candidates = exp.or_(*ranges) if all(r is not None for r in ranges) else exp.or_(before, after)
-    found = exp.and_(candidates, exp.NEQ(this=exp.paren(holds_after), expression=exp.paren(holds_before)))
+    found = exp.and_(
+        candidates, exp.NEQ(this=exp.paren(holds_after), expression=exp.paren(holds_before))
+    )
     sign = exp.If(this=holds_after.copy(), true=lit(1), false=lit(-1))
     return found, sign
 
@@ -113,11 +119,21 @@ def _flip_range(conjunct: exp.Expression, clock: Versions) -> exp.Expression | N
     return exp.or_(*(_between_times(subject, b, clock) for b in bounds if reads_clock(b)))
 
 
-def _between_times(subject: exp.Expression, bound: exp.Expression, clock: Versions) -> exp.Expression:
+def _between_times(
+    subject: exp.Expression, bound: exp.Expression, clock: Versions
+) -> exp.Expression:
     old, new = at_time(bound, clock.old), at_time(bound, clock.new)
-    between = exp.Between(this=subject.copy(), low=exp.func("least", old, new), high=exp.func("greatest", old.copy(), new.copy()))
+    between = exp.Between(
+        this=subject.copy(),
+        low=exp.func("least", old, new),
+        high=exp.func("greatest", old.copy(), new.copy()),
+    )
     # a bound that is NULL at either time leaves no range; Spark folds these tests away
-    return exp.or_(between, exp.Is(this=old.copy(), expression=exp.null()), exp.Is(this=new.copy(), expression=exp.null()))
+    return exp.or_(
+        between,
+        exp.Is(this=old.copy(), expression=exp.null()),
+        exp.Is(this=new.copy(), expression=exp.null()),
+    )
 
 
 def _is_true(condition: exp.Expression) -> exp.Expression:

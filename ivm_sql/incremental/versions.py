@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from sqlglot import exp
 
@@ -23,11 +23,11 @@ class Versions:
     changed: bool
 
     @classmethod
-    def at(cls, old: int | None, new: int) -> "Versions":
+    def at(cls, old: int | None, new: int) -> Versions:
         return cls(None if old is None else lit(old), lit(new), old is not None and old != new)
 
     @classmethod
-    def symbolic(cls, table: str) -> "Versions":
+    def symbolic(cls, table: str) -> Versions:
         name = table.replace(".", "_")
         return cls(exp.Placeholder(this=f"{name}_old"), exp.Placeholder(this=f"{name}_new"), True)
 

@@ -68,9 +68,17 @@ class Bound:
     def describe(self) -> str:
         """``table.column by the change's key``, for ``ivm compile``."""
         source = _sources(self.term)[self.table_alias]
-        tables = sorted({".".join(p.name for p in t.parts) for t in source.find_all(exp.Table) if not is_change_read(t)})
+        tables = sorted(
+            {
+                ".".join(p.name for p in t.parts)
+                for t in source.find_all(exp.Table)
+                if not is_change_read(t)
+            }
+        )
         keys = "the touched keys" if self.change_alias == TOUCHED else f"the change's {self.key}"
-        origins = [name for table, name in _origins(source, self.column) if not is_change_read(table)]
+        origins = [
+            name for table, name in _origins(source, self.column) if not is_change_read(table)
+        ]
         return f"{'/'.join(tables) or self.table_alias}.{origins[0] if origins else self.column} by {keys}"
 
 
@@ -86,22 +94,27 @@ def bounds(query: exp.Query) -> list[Bound]:
         seen = set()
         for left, right, null_safe in _equalities(_conditions(term)):
             a, b = left
-            if a in changes and right[0] in sources and right[0] not in changes and _reads_a_table(sources[right[0]]):
-                if (left, right) not in seen:
-                    seen.add((left, right))
-                    found.append(Bound(term, a, b, right[0], right[1], null_safe))
+            bounds_a_change = a in changes and right[0] in sources and right[0] not in changes
+            if bounds_a_change and _reads_a_table(sources[right[0]]) and (left, right) not in seen:
+                seen.add((left, right))
+                found.append(Bound(term, a, b, right[0], right[1], null_safe))
     return found
 
 
-def _equalities(conditions: list[exp.Expression]) -> list[tuple[tuple[str, str], tuple[str, str], bool]]:
+def _equalities(
+    conditions: list[exp.Expression],
+) -> list[tuple[tuple[str, str], tuple[str, str], bool]]:
     """Each pair of columns (table alias, name) the conjuncts make equal, both ways, and
     whether null-safely: those stated (``=`` or ``<=>``), then those a chain of ``=`` implies.
     A NULL never satisfies ``=``, so along such a chain every column holds the same non-NULL
     value; a ``<=>`` is not followed (NULL would match NULL)."""
     stated, classes = [], []
     for condition in conditions:
-        if not (isinstance(condition, (exp.EQ, exp.NullSafeEQ)) and isinstance(condition.this, exp.Column)
-                and isinstance(condition.expression, exp.Column)):
+        if not (
+            isinstance(condition, (exp.EQ, exp.NullSafeEQ))
+            and isinstance(condition.this, exp.Column)
+            and isinstance(condition.expression, exp.Column)
+        ):
             continue
         this = (condition.this.table, condition.this.name)
         other = (condition.expression.table, condition.expression.name)
@@ -109,7 +122,9 @@ def _equalities(conditions: list[exp.Expression]) -> list[tuple[tuple[str, str],
         stated += [(this, other, null_safe), (other, this, null_safe)]
         if not null_safe:
             joined = [c for c in classes if this in c or other in c]
-            classes = [c for c in classes if c not in joined] + [set().union({this, other}, *joined)]
+            classes = [c for c in classes if c not in joined] + [
+                set().union({this, other}, *joined)
+            ]
     implied = [(a, b, False) for c in classes for a in sorted(c) for b in sorted(c) if a != b]
     return stated + implied
 
@@ -125,20 +140,26 @@ class BoundRead:
     ranges: tuple[tuple, ...]
 
 
-def bounded(values: KeyValues, query: exp.Query, table_bytes: Callable[[str, int | None], int | None]) -> tuple[exp.Query, list[BoundRead]]:
+def bounded(
+    values: KeyValues, query: exp.Query, table_bytes: Callable[[str, int | None], int | None]
+) -> tuple[exp.Query, list[BoundRead]]:
     """``query`` with each of its ``bounds`` on a large input written as literals, computed
     from the change (``values``: this refresh's, each fetched once; ``table_bytes(table,
     version)``: a Delta table's size, None when unknown, which counts as large; version None
     for a table read as it stands, the stage's own); and the tables those literals reach."""
     query = query.copy()
     reads = []
-    by_change: dict[str, list[Bound]] = {}  # the change's SQL: a touched-keys recompute uses it twice
+    by_change: dict[
+        str, list[Bound]
+    ] = {}  # the change's SQL: a touched-keys recompute uses it twice
     for bound in bounds(query):
         if _is_large(_sources(bound.term)[bound.table_alias], table_bytes):
             change = _sources(bound.term)[bound.change_alias]
             by_change.setdefault(to_sql(change, pretty=False), []).append(bound)
     for group in by_change.values():
-        known = values.of(_sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group}))
+        known = values.of(
+            _sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group})
+        )
         for bound in group:
             *key_values, has_null = known[bound.key]
             target = col(bound.column, bound.table_alias)
@@ -147,11 +168,17 @@ def bounded(values: KeyValues, query: exp.Query, table_bytes: Callable[[str, int
             if predicate is None:
                 continue
             if bound.null_safe and has_null:
-                predicate = exp.or_(exp.paren(predicate), exp.Is(this=target.copy(), expression=exp.Null()))
+                predicate = exp.or_(
+                    exp.paren(predicate), exp.Is(this=target.copy(), expression=exp.Null())
+                )
             else:  # (a NULL's file cannot be told by its least and greatest value: counted whole)
-                reads += [BoundRead(table, column, tuple(ranges))
-                          for table, column in _origins(_sources(bound.term)[bound.table_alias], bound.column)
-                          if not is_change_read(table)]
+                reads += [
+                    BoundRead(table, column, tuple(ranges))
+                    for table, column in _origins(
+                        _sources(bound.term)[bound.table_alias], bound.column
+                    )
+                    if not is_change_read(table)
+                ]
             bound.term.where(predicate, append=True, copy=False)
     return query, reads
 
@@ -170,7 +197,8 @@ class KeyValues:
     def __init__(self, spark):
         self.spark = spark
         self._of_feeds: dict[tuple[str, str], tuple] = {}  # (kept feed view, column) -> its values
-        self._lock = threading.Lock()  # worker threads (``runtime.workers``) fetch a feed's values once
+        # worker threads (``runtime.workers``) fetch a feed's values once
+        self._lock = threading.Lock()
 
     def of(self, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
         """Per key: (distinct values, them sorted when at most SPLIT_AT_MOST, least, greatest,
@@ -179,8 +207,13 @@ class KeyValues:
         plain = not _may_add_nulls(change)
         for key in keys:
             origins = _origins(change, key) if plain else []
-            if origins and all(is_change_read(table) and not isinstance(table.this, exp.Anonymous) for table, _ in origins):
-                found[key] = _merged([self._of_feed(table.name, column) for table, column in origins])
+            if origins and all(
+                is_change_read(table) and not isinstance(table.this, exp.Anonymous)
+                for table, _ in origins
+            ):
+                found[key] = _merged(
+                    [self._of_feed(table.name, column) for table, column in origins]
+                )
             else:
                 own.append(key)
         if own:
@@ -198,7 +231,9 @@ class KeyValues:
 def _may_add_nulls(change: exp.Expression) -> bool:
     """Whether a FROM item may output a NULL its inputs do not hold in the same column: an
     outer join's missing side, a grouping set's rolled-up column."""
-    outer = any(join.side and join.kind not in ("SEMI", "ANTI") for join in change.find_all(exp.Join))
+    outer = any(
+        join.side and join.kind not in ("SEMI", "ANTI") for join in change.find_all(exp.Join)
+    )
     return outer or any(change.find_all(exp.Rollup, exp.Cube, exp.GroupingSets))
 
 
@@ -212,18 +247,32 @@ def _merged(known: list[tuple]) -> tuple:
     highs = [high for _, _, _, high, _ in known if high is not None]
     # not every value fetched: a count above the list's (the sum is), so least to greatest is used
     distinct = len(fetched) if complete else sum(distinct for distinct, *_ in known)
-    return distinct, fetched, min(lows, default=None), max(highs, default=None), any(k[4] for k in known)
+    return (
+        distinct,
+        fetched,
+        min(lows, default=None),
+        max(highs, default=None),
+        any(k[4] for k in known),
+    )
 
 
-def opened_files(files: list[tuple[int, dict]], column: str, ranges: tuple[tuple, ...]) -> list[tuple[int, dict]]:
+def opened_files(
+    files: list[tuple[int, dict]], column: str, ranges: tuple[tuple, ...]
+) -> list[tuple[int, dict]]:
     """The files (size, Delta statistics) a read bounded to ``ranges`` of ``column`` opens:
     those whose least and greatest value overlap a range, and those without statistics."""
     opened = []
     for size, stats in files:
         low, high = stats.get("minValues", {}).get(column), stats.get("maxValues", {}).get(column)
         try:
-            overlaps = low is None or high is None or any(
-                _comparable(first) <= high and low <= _comparable(last) for first, last in ranges)
+            overlaps = (
+                low is None
+                or high is None
+                or any(
+                    _comparable(first) <= high and low <= _comparable(last)
+                    for first, last in ranges
+                )
+            )
         except TypeError:  # statistics of another type than the keys: the file counts
             overlaps = True
         if overlaps:
@@ -236,7 +285,9 @@ def read_bytes(files: list[tuple[int, dict]], column: str, ranges: tuple[tuple, 
     return sum(size for size, _ in opened_files(files, column, ranges))
 
 
-def files_read(reads: list[BoundRead], file_stats: Callable[[str, int], list[tuple[int, dict]] | None]) -> dict[str, tuple[int, int]]:
+def files_read(
+    reads: list[BoundRead], file_stats: Callable[[str, int], list[tuple[int, dict]] | None]
+) -> dict[str, tuple[int, int]]:
     """Per bounded table: (files its bounds open, files it has), summed over its reads, for
     ``ivm refresh`` to show (tables read as they stand, or without file statistics, are left out)."""
     tally: dict[str, tuple[int, int]] = {}
@@ -245,7 +296,10 @@ def files_read(reads: list[BoundRead], file_stats: Callable[[str, int], list[tup
         files = file_stats(name, version) if version is not None else None
         if files is not None:
             opened, total = tally.get(name, (0, 0))
-            tally[name] = (opened + len(opened_files(files, read.column, read.ranges)), total + len(files))
+            tally[name] = (
+                opened + len(opened_files(files, read.column, read.ranges)),
+                total + len(files),
+            )
     return tally
 
 
@@ -264,32 +318,56 @@ def _reads_a_table(source: exp.Expression) -> bool:
 def _is_large(source: exp.Expression, table_bytes: Callable[[str, int | None], int | None]) -> bool:
     """Whether the Delta tables a FROM item reads (at a version, or as they stand) hold
     BOUNDED_FROM_BYTES bytes or more."""
-    reads = [_read_of(t) for t in source.find_all(exp.Table) if t.db and not is_change_read(t)]  # not a CTE's name
+    reads = [
+        _read_of(t) for t in source.find_all(exp.Table) if t.db and not is_change_read(t)
+    ]  # not a CTE's name
     sizes = [table_bytes(t, v) for t, v in reads]
-    return bool(sizes) and sum(BOUNDED_FROM_BYTES if s is None else s for s in sizes) >= BOUNDED_FROM_BYTES
+    return (
+        bool(sizes)
+        and sum(BOUNDED_FROM_BYTES if s is None else s for s in sizes) >= BOUNDED_FROM_BYTES
+    )
 
 
 def _read_of(table: exp.Table) -> tuple[str, int | None]:
     """(the table's name, the version read; None: as it stands)."""
     version = table.args.get("version")
-    return ".".join(p.name for p in table.parts), int(version.expression.name) if version is not None else None
+    return ".".join(p.name for p in table.parts), int(
+        version.expression.name
+    ) if version is not None else None
 
 
 def _values(spark, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
     """Per key column of a change: (distinct values, them sorted when at most SPLIT_AT_MOST,
     least, greatest, whether it holds a NULL), in one job (NULL is none of the others)."""
-    inner = change.this if isinstance(change, exp.Subquery) else exp.select(exp.Star()).from_(change.copy())
+    inner = (
+        change.this
+        if isinstance(change, exp.Subquery)
+        else exp.select(exp.Star()).from_(change.copy())
+    )
     outputs = []
     for i, key in enumerate(keys):
         outputs += [
             exp.alias_(exp.Count(this=exp.Distinct(expressions=[col(key)])), f"n{i}"),
-            exp.alias_(exp.func("slice", exp.func("sort_array", exp.func("collect_set", col(key))), lit(1), lit(SPLIT_AT_MOST + 1)), f"few{i}"),
+            exp.alias_(
+                exp.func(
+                    "slice",
+                    exp.func("sort_array", exp.func("collect_set", col(key))),
+                    lit(1),
+                    lit(SPLIT_AT_MOST + 1),
+                ),
+                f"few{i}",
+            ),
             exp.alias_(exp.Min(this=col(key)), f"lo{i}"),
             exp.alias_(exp.Max(this=col(key)), f"hi{i}"),
-            exp.alias_(exp.func("bool_or", exp.Is(this=col(key), expression=exp.Null())), f"null{i}"),
+            exp.alias_(
+                exp.func("bool_or", exp.Is(this=col(key), expression=exp.Null())), f"null{i}"
+            ),
         ]
     row = spark.sql(to_sql(exp.select(*outputs).from_(inner.subquery("c")), pretty=False)).first()
-    return {key: (row[f"n{i}"], row[f"few{i}"], row[f"lo{i}"], row[f"hi{i}"], bool(row[f"null{i}"])) for i, key in enumerate(keys)}
+    return {
+        key: (row[f"n{i}"], row[f"few{i}"], row[f"lo{i}"], row[f"hi{i}"], bool(row[f"null{i}"]))
+        for i, key in enumerate(keys)
+    }
 
 
 def _key_ranges(distinct: int, values: list, lo, hi) -> list[tuple]:
@@ -320,12 +398,20 @@ def _ranges(values: list) -> list[tuple]:
     """Sorted distinct values as at most RANGES (least, greatest) ranges, split at the widest
     gaps that are more than twice the median gap (holes, not the spacing of the keys); one
     range for values that have no distance here (strings)."""
-    if not isinstance(values[0], (int, decimal.Decimal, datetime.date)) or isinstance(values[0], (bool, datetime.datetime)):
+    if not isinstance(values[0], (int, decimal.Decimal, datetime.date)) or isinstance(
+        values[0], (bool, datetime.datetime)
+    ):
         return [(values[0], values[-1])]
-    distance = (lambda a, b: (b - a).days) if isinstance(values[0], datetime.date) else (lambda a, b: b - a)
+    distance = (
+        (lambda a, b: (b - a).days)
+        if isinstance(values[0], datetime.date)
+        else (lambda a, b: b - a)
+    )
     gaps = {i: distance(values[i - 1], values[i]) for i in range(1, len(values))}
     typical = sorted(gaps.values())[len(gaps) // 2]
-    holes = [i for i in sorted(gaps, key=gaps.get, reverse=True)[:RANGES - 1] if gaps[i] > 2 * typical]
+    holes = [
+        i for i in sorted(gaps, key=gaps.get, reverse=True)[: RANGES - 1] if gaps[i] > 2 * typical
+    ]
     starts = [0, *sorted(holes)]
     ends = [*(i - 1 for i in starts[1:]), len(values) - 1]
     return [(values[s], values[e]) for s, e in zip(starts, ends)]
@@ -365,8 +451,15 @@ def _conditions(term: exp.Select) -> list[exp.Expression]:
     joins = term.args.get("joins") or []
     if not all(_filters_both_sides(join) for join in joins):
         return []
-    parts = [join.args.get("on") for join in joins] + [term.args["where"].this if term.args.get("where") else None]
-    return [c for part in parts if part is not None for c in (part.flatten() if isinstance(part, exp.And) else [part])]
+    parts = [join.args.get("on") for join in joins] + [
+        term.args["where"].this if term.args.get("where") else None
+    ]
+    return [
+        c
+        for part in parts
+        if part is not None
+        for c in (part.flatten() if isinstance(part, exp.And) else [part])
+    ]
 
 
 def _origins(source: exp.Expression, column: str) -> list[tuple[exp.Table, str]]:

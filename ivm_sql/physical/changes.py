@@ -27,7 +27,8 @@ from ivm_sql.sqlbuild import INTERNAL_PREFIX, ident, to_sql
 CHANGE_FUNCTION = "table_changes"
 KEPT_PREFIX = f"{INTERNAL_PREFIX}_changes"  # the temporary views the reads are kept in
 GLOBAL_TEMP = "global_temp"  # the database of global temporary views (spark.sql.globalTempDatabase)
-_view_numbers = itertools.count()  # unique in the process, so refreshes in two threads never share a name
+# unique in the process, so refreshes in two threads never share a name
+_view_numbers = itertools.count()
 
 
 class SourceChanges:
@@ -43,8 +44,16 @@ class SourceChanges:
         """``query`` (copied) with each ``table_changes(...)`` read replaced by its kept view."""
 
         def swap(node: exp.Expression) -> exp.Expression:
-            if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous) and is_change_read(node):
-                return exp.Table(this=ident(self._view(node.this)), db=ident(GLOBAL_TEMP), alias=node.args.get("alias"))
+            if (
+                isinstance(node, exp.Table)
+                and isinstance(node.this, exp.Anonymous)
+                and is_change_read(node)
+            ):
+                return exp.Table(
+                    this=ident(self._view(node.this)),
+                    db=ident(GLOBAL_TEMP),
+                    alias=node.args.get("alias"),
+                )
             return node
 
         return query.transform(swap)
@@ -55,7 +64,9 @@ class SourceChanges:
             if key not in self._views:
                 name = f"{KEPT_PREFIX}{next(_view_numbers)}"
                 query = exp.select(exp.Star()).from_(exp.Table(this=read.copy()))
-                frame = self.spark.sql(to_sql(query, pretty=False)).persist(StorageLevel.MEMORY_AND_DISK)
+                frame = self.spark.sql(to_sql(query, pretty=False)).persist(
+                    StorageLevel.MEMORY_AND_DISK
+                )
                 frame.createOrReplaceGlobalTempView(name)
                 self._frames.append(frame)
                 self._views[key] = name

@@ -28,8 +28,8 @@ from sqlglot import exp
 
 from ivm_sql.config import RefreshSettings
 from ivm_sql.physical import execution
-from ivm_sql.physical.policy import RefreshPolicy
 from ivm_sql.physical.bounds import BoundRead, read_bytes
+from ivm_sql.refresh_policy import RefreshPolicy
 
 # Below this many changed rows both ways cost Spark's fixed cost per statement, and a
 # recompute would also make every stage above it recompute: the rows rule stays quiet.
@@ -50,16 +50,18 @@ class CostModel:
     recompute_above: float | None
 
     @classmethod
-    def from_settings(cls, settings: RefreshSettings) -> "CostModel":
+    def from_settings(cls, settings: RefreshSettings) -> CostModel:
         return cls(settings.recompute_above)
 
-    def under(self, policy: RefreshPolicy) -> "CostModel":
+    def under(self, policy: RefreshPolicy) -> CostModel:
         """The cost model a view's refresh uses: this one under AUTO; none at all (both rules
         off) for an incremental policy, so a large change is applied, never recomputed, and
         for FULL, whose one stage recomputes whole anyway (with the policy as its reason)."""
         return self if policy is RefreshPolicy.AUTO else replace(self, recompute_above=None)
 
-    def recompute_reason(self, changed_rows: Mapping[str, int], count_rows: Callable[[str], int]) -> str | None:
+    def recompute_reason(
+        self, changed_rows: Mapping[str, int], count_rows: Callable[[str], int]
+    ) -> str | None:
         """The rows rule: why a stage is recomputed instead of refreshed incrementally, or None.
 
         ``changed_rows``: rows changed since the stage's versions, per input it reads;
@@ -107,8 +109,12 @@ def _size(size: int) -> str:
     return f"{size} bytes"
 
 
-def scanned_bytes(query: exp.Query, bounded: list[BoundRead], size: Callable[[str, int], int | None],
-                  file_stats: Callable[[str, int], list[tuple[int, dict]] | None]) -> int | None:
+def scanned_bytes(
+    query: exp.Query,
+    bounded: list[BoundRead],
+    size: Callable[[str, int], int | None],
+    file_stats: Callable[[str, int], list[tuple[int, dict]] | None],
+) -> int | None:
     """Bytes of the Delta table versions ``query`` scans, each scan counted (not the range
     reads of a temporal filter): whole, or, for a table ``bounded`` by the change's keys, the
     files whose statistics overlap the bounds (``file_stats``: each file's size and
@@ -118,5 +124,7 @@ def scanned_bytes(query: exp.Query, bounded: list[BoundRead], size: Callable[[st
     for node, (table, version) in execution.scan_nodes(query, range_reads=False):
         read = bounds.get(id(node))
         files = file_stats(table, version) if read is not None else None
-        sizes.append(size(table, version) if files is None else read_bytes(files, read.column, read.ranges))
+        sizes.append(
+            size(table, version) if files is None else read_bytes(files, read.column, read.ranges)
+        )
     return None if None in sizes else sum(sizes)

@@ -57,10 +57,15 @@ def scans(query: exp.Expression, range_reads: bool = True) -> list[tuple[str, in
     return [scan for _, scan in scan_nodes(query, range_reads)]
 
 
-def scan_nodes(query: exp.Expression, range_reads: bool = True) -> list[tuple[exp.Table, tuple[str, int]]]:
+def scan_nodes(
+    query: exp.Expression, range_reads: bool = True
+) -> list[tuple[exp.Table, tuple[str, int]]]:
     """``scans``, each with the node that reads it."""
     return [
-        (node, (".".join(part.name for part in node.parts), int(node.args["version"].expression.name)))
+        (
+            node,
+            (".".join(part.name for part in node.parts), int(node.args["version"].expression.name)),
+        )
         for node in query.find_all(exp.Table)
         if node.args.get("version") is not None and (range_reads or not _in_clock_term(node))
     ]
@@ -96,7 +101,11 @@ SMALL_MERGE_TABLE = 2**20
 def is_small_merge(change_rows: int, table_bytes: int | None) -> bool:
     """Whether a MERGE of ``change_rows`` rows into a table of ``table_bytes`` (None:
     unknown) runs with SMALL_DATA_SETTINGS."""
-    return change_rows <= SMALL_MERGE_ROWS and table_bytes is not None and table_bytes < SMALL_MERGE_TABLE
+    return (
+        change_rows <= SMALL_MERGE_ROWS
+        and table_bytes is not None
+        and table_bytes < SMALL_MERGE_TABLE
+    )
 
 
 def is_small(table_bytes: Iterable[int | None], recompute: bool = False) -> bool:

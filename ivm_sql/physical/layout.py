@@ -44,19 +44,23 @@ def needs_column_mapping(columns: Iterable[str]) -> bool:
 def creation_properties(columns: Iterable[str]) -> dict[str, str]:
     """Properties of a stage table created with these columns (its feed is turned on after
     its first load when it needs column mapping: ``properties_after_load``)."""
-    return {**TABLE_PROPERTIES, **CHANGE_FEED_OFF} if needs_column_mapping(columns) else dict(TABLE_PROPERTIES)
+    return (
+        {**TABLE_PROPERTIES, **CHANGE_FEED_OFF}
+        if needs_column_mapping(columns)
+        else dict(TABLE_PROPERTIES)
+    )
 
 
 def properties_after_load(rows: int, created_mapped: bool = False) -> dict[str, str]:
     """Properties to set on a stage table whose first load (or recompute) wrote ``rows``;
     ``created_mapped``: the load created it with column mapping, and its feed still off."""
-    properties = {"delta.enableDeletionVectors": "true"} if rows > DELETION_VECTORS_ABOVE_ROWS else {}
+    properties = (
+        {"delta.enableDeletionVectors": "true"} if rows > DELETION_VECTORS_ABOVE_ROWS else {}
+    )
     if created_mapped:
         properties["delta.enableChangeDataFeed"] = "true"
     return properties
 
 
 def describe() -> str:
-    return (
-        f"stage tables keep a change data feed; deletion vectors once a load writes over {DELETION_VECTORS_ABOVE_ROWS:,} rows"
-    )
+    return f"stage tables keep a change data feed; deletion vectors once a load writes over {DELETION_VECTORS_ABOVE_ROWS:,} rows"

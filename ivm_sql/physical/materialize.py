@@ -58,14 +58,18 @@ class Change:
 
 
 @contextmanager
-def materialized(spark, change: exp.Query, rows: int | None = None, way: str = CACHED) -> Iterator[Change]:
+def materialized(
+    spark, change: exp.Query, rows: int | None = None, way: str = CACHED
+) -> Iterator[Change]:
     """Compute ``change`` once, ``way``; inside the block it is a temporary view.
     ``rows``: its row count, when it already reads from memory only (then it is as it is)."""
     if rows is not None:
         yield Change(change, rows)
         return
     frame = spark.sql(to_sql(change, pretty=False))
-    if way == LOCAL and hasattr(spark, "_jsparkSession"):  # rows kept in the JVM: not over Spark Connect
+    if way == LOCAL and hasattr(
+        spark, "_jsparkSession"
+    ):  # rows kept in the JVM: not over Spark Connect
         local = _local_rows(spark, frame)
         if local is not None:
             kept, rows = local

@@ -12,7 +12,7 @@ user:
 - the user asked (``--full``), or the stage recomputes on every refresh (``Stage.every_refresh``);
 - a table it reads was recomputed in this refresh (so its change is not a delta);
 - a source was dropped and created again (its versions restarted), its log lost the commits
-  since the recorded version, or holds a commit the feed cannot describe (``runtime.history``).
+  since the recorded version, or holds a commit the feed cannot describe (``storage.history``).
 
 The cost model's recomputes (``physical.cost``) are the other kind: chosen, not forced.
 ``forced_reason`` reads only the stage's record and its sources' logs, so a refresh can ask
@@ -23,15 +23,32 @@ fails without a commit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
-from ivm_sql.compiler import ViewPlan
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.physical import policy as policies
 from ivm_sql.physical.cost import COST_REASON
-from ivm_sql.runtime import delta_log, history
+from ivm_sql.refresh_policy import RefreshPolicy
+from ivm_sql.storage import delta_log, history
+from ivm_sql.viewdefs import ViewDef
 
-RECOMPUTED_BELOW = " was recomputed"  # the reason of a stage over a recomputed table: "<table> was recomputed"
+# the reason of a stage over a recomputed table: "<table> was recomputed"
+RECOMPUTED_BELOW = " was recomputed"
+
+
+class PlannedView(Protocol):
+    """What a STRICT check reads of a view's plan (``compiler.ViewPlan`` is one): a layer
+    below the compiler names only the shape it needs."""
+
+    view: ViewDef
+    policy: RefreshPolicy
+    stages: tuple[Stage, ...]
+
+    @property
+    def name(self) -> str: ...
+
+    def fingerprint(self, stage: Stage) -> str: ...
 
 
 class Recomputes:
@@ -44,42 +61,61 @@ class Recomputes:
         self.full = full
         self.run = run  # runs a log read, turning a Spark error into the refresh's own
         self.recomputed: set[str] = set()  # stage tables this refresh recomputed
-        self.reshaped: set[str] = set()  # tables recomputed for a reason that may change their columns
+        # tables recomputed for a reason that may change their columns
+        self.reshaped: set[str] = set()
 
-    def forced_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
+    def forced_reason(
+        self, stage: Stage, fingerprint: str, exists: bool, record: dict
+    ) -> str | None:
         """Why a stage must be recomputed, from its record and the logs of its sources (those
         this refresh has pinned so far): nothing else is read or written."""
-        reason = self._definition_reason(stage, fingerprint, exists, record) or self._identity_reason(stage, record)
+        reason = self._definition_reason(
+            stage, fingerprint, exists, record
+        ) or self._identity_reason(stage, record)
         recorded = record.get("sources", {})
         pinned = [t for t in stage.sources if t in self.current]
         if reason is None:
             reason = history.log_gap(self.log, {t: (recorded[t], self.current[t]) for t in pinned})
-        return reason or history.undescribed_commit(self.log, history.read_pins(self.log, recorded, self.current, pinned))
+        return reason or history.undescribed_commit(
+            self.log, history.read_pins(self.log, recorded, self.current, pinned)
+        )
 
     def note(self, stage: Stage, reason: str) -> None:
         """Remember that ``stage`` is recomputed for ``reason``: the stages over it follow."""
         if not self._same_shape(stage, reason):
             self.reshaped.add(stage.table)
 
-    def refuse_strict(self, plan: ViewPlan, reason: str | None, own_tables: set[str]) -> None:
+    def refuse_strict(self, plan: PlannedView, reason: str | None, own_tables: set[str]) -> None:
         """Fail, before anything of the stage is written, a STRICT view's recompute for a
         reason other than a first load (``physical.policy``); a stage over one of its view's
         own stages that was loaded anew is part of that load."""
-        below = reason is not None and reason.endswith(RECOMPUTED_BELOW) and reason[:-len(RECOMPUTED_BELOW)] in own_tables
+        below = (
+            reason is not None
+            and reason.endswith(RECOMPUTED_BELOW)
+            and reason[: -len(RECOMPUTED_BELOW)] in own_tables
+        )
         refusal = None if below else policies.strict_refusal(plan.policy, reason)
         if refusal is not None:
-            raise RefreshError(f"view {plan.name}: {refusal}", location=plan.view.location, hint=policies.STRICT_HINT)
+            raise RefreshError(
+                f"view {plan.name}: {refusal}",
+                location=plan.view.location,
+                hint=policies.STRICT_HINT,
+            )
 
-    def check_strict(self, plan: ViewPlan) -> None:
+    def check_strict(self, plan: PlannedView) -> None:
         """Refuse a STRICT view whose refresh could not be incremental, by what the logs say
         (``forced_reason``), before any of its stages is written."""
         own_tables = {stage.table for stage in plan.stages}
         for stage in plan.stages:
             exists = self.run(lambda: self.log.exists(stage.table), stage.table)
             record = self.log.recorded(stage.table)[2] if exists else {}
-            self.refuse_strict(plan, self.forced_reason(stage, plan.fingerprint(stage), exists, record), own_tables)
+            self.refuse_strict(
+                plan, self.forced_reason(stage, plan.fingerprint(stage), exists, record), own_tables
+            )
 
-    def _definition_reason(self, stage: Stage, fingerprint: str, exists: bool, record: dict) -> str | None:
+    def _definition_reason(
+        self, stage: Stage, fingerprint: str, exists: bool, record: dict
+    ) -> str | None:
         """Whether the table is the integral of this stage's query, over versions it recorded."""
         if not exists:
             return "new"
@@ -104,7 +140,10 @@ class Recomputes:
     def _identity_reason(self, stage: Stage, record: dict) -> str | None:
         """A source dropped and created again restarts its versions: compare table ids."""
         for table, recorded_id in record.get("ids", {}).items():
-            if table in stage.sources and self.run(lambda: self.log.table_id(table), table) != recorded_id:
+            if (
+                table in stage.sources
+                and self.run(lambda: self.log.table_id(table), table) != recorded_id
+            ):
                 return f"{table} was dropped and created again"
         return None
 
@@ -115,4 +154,6 @@ class Recomputes:
         catalog costs about 0.5 s); after any other recompute it is created again."""
         if reason.startswith(COST_REASON) or (stage.every_refresh and reason == stage.node.reason):
             return True
-        return reason.endswith(RECOMPUTED_BELOW) and not any(t in self.reshaped for t in stage.sources)
+        return reason.endswith(RECOMPUTED_BELOW) and not any(
+            t in self.reshaped for t in stage.sources
+        )

@@ -1,7 +1,7 @@
 """How big the tables a refresh reads are: what its physical decisions weigh.
 
 Bytes and each file's statistics come from the checksum file Delta writes beside each
-commit (``runtime.delta_log``), read without a Spark job, and so do rows, from each file's
+commit (``storage.delta_log``), read without a Spark job, and so do rows, from each file's
 ``numRecords``; only when that file says nothing does a ``COUNT(*)`` ask Spark (which answers
 it from the same statistics, after a snapshot of the table: seconds on a busy machine). Each
 answer is kept for the rest of the refresh.
@@ -41,7 +41,9 @@ class TableSizes:
         """``cost.scanned_bytes``: what ``query`` reads, a bounded table by the files it opens."""
         return scanned_bytes(query, list(bounded), self.bytes, self.files)
 
-    def is_small(self, query: exp.Query, recompute: bool = False, also: list[tuple[str, int]] = ()) -> bool:
+    def is_small(
+        self, query: exp.Query, recompute: bool = False, also: list[tuple[str, int]] = ()
+    ) -> bool:
         """Whether the Delta data a statement reads is small enough for small-data execution
         (``physical.execution``): the table versions ``query`` scans whole and the tables in
         ``also`` (its change data feed reads are as small as the stage's change, which the
@@ -52,8 +54,12 @@ class TableSizes:
     def rows(self, table: str, version: int) -> int:
         """Rows of a table version."""
         if (table, version) not in self.row_counts:
-            self.row_counts[(table, version)] = self.run(lambda: self.log.row_count(table, version), table)
+            self.row_counts[(table, version)] = self.run(
+                lambda: self.log.row_count(table, version), table
+            )
         if self.row_counts[(table, version)] is None:
             query = exp.select(exp.Count(this=exp.Star())).from_(table_at(table, lit(version)))
-            self.row_counts[(table, version)] = self.run(lambda: self.spark.sql(to_sql(query, pretty=False)).first()[0], table)
+            self.row_counts[(table, version)] = self.run(
+                lambda: self.spark.sql(to_sql(query, pretty=False)).first()[0], table
+            )
         return self.row_counts[(table, version)]

@@ -45,7 +45,11 @@ class TableLayout:
         """sqlglot property nodes for CREATE TABLE (before ivm's own TBLPROPERTIES)."""
         nodes: list[exp.Expression] = []
         if self.partitioned_by:
-            nodes.append(exp.PartitionedByProperty(this=exp.Schema(expressions=[ident(c) for c in self.partitioned_by])))
+            nodes.append(
+                exp.PartitionedByProperty(
+                    this=exp.Schema(expressions=[ident(c) for c in self.partitioned_by])
+                )
+            )
         if self.clustered_by:
             nodes.append(exp.ClusterProperty(expressions=[col(c) for c in self.clustered_by]))
         if self.comment is not None:
@@ -58,7 +62,8 @@ def table_layout(view: ViewDef, output: Scan) -> TableLayout:
     a column the table cannot be laid out by is refused at the clause's line."""
     clauses = view.clauses
     return TableLayout(
-        clauses.comment, clauses.properties,
+        clauses.comment,
+        clauses.properties,
         _stored(view, output, clauses.partitioned_by, "PARTITIONED BY"),
         _stored(view, output, clauses.clustered_by, "CLUSTER BY"),
     )
@@ -72,14 +77,16 @@ def _stored(view: ViewDef, output: Scan, columns: tuple[str, ...], clause: str) 
         where = view.locate_word(clause.split()[0])
         if name not in read:
             raise UnsupportedError(
-                f"{clause} {name}: view {view.name} returns no column {name}", location=where,
+                f"{clause} {name}: view {view.name} returns no column {name}",
+                location=where,
                 hint=f"name columns the view returns: {', '.join(output.columns)}",
             )
         expression = read[name].this if isinstance(read[name], exp.Cast) else read[name]
         if not isinstance(expression, exp.Column):
             raise UnsupportedError(
                 f"{clause} {name}: column {name} of view {view.name} is computed as the view is read, "
-                "not stored in its table", location=where,
+                "not stored in its table",
+                location=where,
                 hint="lay the table out by a column the view returns as it is stored: a GROUP BY key or a selected column",
             )
         stored.append(expression.name)

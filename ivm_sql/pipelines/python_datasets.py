@@ -15,7 +15,11 @@ from pathlib import Path
 
 from ivm_sql.errors import Location, SqlError
 
-DECORATORS = {"materialized_view": "materialized view", "table": "table", "temporary_view": "temporary view"}
+DECORATORS = {
+    "materialized_view": "materialized view",
+    "table": "table",
+    "temporary_view": "temporary view",
+}
 PIPELINES_MODULE = "pyspark.pipelines"
 
 
@@ -27,8 +31,10 @@ class PythonDataset:
 
     def describe(self) -> str:
         """The one line ivm says about it."""
-        return (f"{self.name}: Python {self.kind} ({self.location}), not ivm's: "
-                "spark-pipelines runs it; SQL views read it as a source table")
+        return (
+            f"{self.name}: Python {self.kind} ({self.location}), not ivm's: "
+            "spark-pipelines runs it; SQL views read it as a source table"
+        )
 
 
 def python_datasets(path: Path) -> list[PythonDataset]:
@@ -36,9 +42,13 @@ def python_datasets(path: Path) -> list[PythonDataset]:
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except SyntaxError as error:
-        raise SqlError(f"{path.name} is not valid Python: {error.msg}", location=Location(path, error.lineno)) from None
+        raise SqlError(
+            f"{path.name} is not valid Python: {error.msg}", location=Location(path, error.lineno)
+        ) from None
     except OSError as error:
-        raise SqlError(f"cannot read {path.name}: {error.strerror}", location=Location(path)) from None
+        raise SqlError(
+            f"cannot read {path.name}: {error.strerror}", location=Location(path)
+        ) from None
     names = _pipeline_names(tree)
     found = []
     for node in ast.walk(tree):
@@ -47,7 +57,11 @@ def python_datasets(path: Path) -> list[PythonDataset]:
         for decorator in node.decorator_list:
             kind = _kind(decorator, names)
             if kind is not None:
-                found.append(PythonDataset(_name(decorator, node).lower(), kind, Location(path, decorator.lineno)))
+                found.append(
+                    PythonDataset(
+                        _name(decorator, node).lower(), kind, Location(path, decorator.lineno)
+                    )
+                )
     return sorted(found, key=lambda d: d.location.line or 0)
 
 
@@ -62,7 +76,9 @@ def _pipeline_names(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
         elif isinstance(node, ast.ImportFrom) and node.module == "pyspark":
             modules.update(a.asname or a.name for a in node.names if a.name == "pipelines")
         elif isinstance(node, ast.ImportFrom) and node.module == PIPELINES_MODULE:
-            decorators.update({a.asname or a.name: a.name for a in node.names if a.name in DECORATORS})
+            decorators.update(
+                {a.asname or a.name: a.name for a in node.names if a.name in DECORATORS}
+            )
     return modules, decorators
 
 
@@ -70,7 +86,11 @@ def _kind(decorator: ast.expr, names: tuple[set[str], dict[str, str]]) -> str | 
     """The dataset kind a decorator (``@dp.table``, ``@dp.table(...)``, ``@table``) registers."""
     modules, decorators = names
     target = decorator.func if isinstance(decorator, ast.Call) else decorator
-    if isinstance(target, ast.Attribute) and ast.unparse(target.value) in modules and target.attr in DECORATORS:
+    if (
+        isinstance(target, ast.Attribute)
+        and ast.unparse(target.value) in modules
+        and target.attr in DECORATORS
+    ):
         return DECORATORS[target.attr]
     if isinstance(target, ast.Name) and target.id in decorators:
         return DECORATORS[decorators[target.id]]
@@ -81,6 +101,10 @@ def _name(decorator: ast.expr, function: ast.FunctionDef | ast.AsyncFunctionDef)
     """``name=`` when the decorator gives it as a string, else the function's name (SDP's rule)."""
     if isinstance(decorator, ast.Call):
         for keyword in decorator.keywords:
-            if keyword.arg == "name" and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, str):
+            if (
+                keyword.arg == "name"
+                and isinstance(keyword.value, ast.Constant)
+                and isinstance(keyword.value.value, str)
+            ):
                 return keyword.value.value.rsplit(".", 1)[-1]
     return function.name

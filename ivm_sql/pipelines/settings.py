@@ -27,19 +27,22 @@ def pipeline_config(spec: PipelineSpec, ivm_yaml: Path | None) -> Config:
     if "views" in config.locations:
         raise ConfigError(
             f"ivm.yaml names a views folder, but {spec.path.name} beside it defines the views (its libraries)",
-            location=config.locations["views"], hint="remove views: from ivm.yaml",
+            location=config.locations["views"],
+            hint="remove views: from ivm.yaml",
         )
     if "database" in config.locations and config.database != database:
         raise ConfigError(
             f"ivm.yaml's database {config.database} is not the pipeline's ({database}, from {spec.path.name})",
-            location=config.locations["database"], hint="remove database: from ivm.yaml; the spec's database (or schema) is used",
+            location=config.locations["database"],
+            hint="remove database: from ivm.yaml; the spec's database (or schema) is used",
         )
     conf = dict(config.spark.conf)
     for key, value in spec.configuration.items():
         if conf.get(key, value) != value:
             raise ConfigError(
                 f"ivm.yaml sets {key} to {conf[key]}, the pipeline's configuration to {value}",
-                location=config.locations["spark"], hint=f"keep {key} in {spec.path.name}'s configuration only",
+                location=config.locations["spark"],
+                hint=f"keep {key} in {spec.path.name}'s configuration only",
             )
         conf[key] = value
     spark = dataclasses.replace(config.spark, conf=MappingProxyType(conf))

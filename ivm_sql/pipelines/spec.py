@@ -58,24 +58,40 @@ def load_spec(path: Path) -> PipelineSpec:
     top = reader._mapping(root, "the pipeline spec", FIELDS) if root is not None else {}
     for name in REQUIRED:
         if name not in top:
-            raise ConfigError(f"the pipeline spec has no {name}", location=Location(path, 1),
-                              hint=f"spark-pipelines requires {' and '.join(REQUIRED)}")
+            raise ConfigError(
+                f"the pipeline spec has no {name}",
+                location=Location(path, 1),
+                hint=f"spark-pipelines requires {' and '.join(REQUIRED)}",
+            )
     locations = {key: reader._at(node) for key, node in top.items()}
     if "database" in top and "schema" in top:
-        raise ConfigError("the pipeline spec sets both database and schema", location=locations["schema"],
-                          hint="they are two names of one field: keep one")
+        raise ConfigError(
+            "the pipeline spec sets both database and schema",
+            location=locations["schema"],
+            hint="they are two names of one field: keep one",
+        )
     if "catalog" in top and reader._string(top["catalog"], "catalog") != SESSION_CATALOG:
         raise ConfigError(
             f"catalog {top['catalog'].value!r}: ivm keeps its tables in Spark's session catalog",
-            location=locations["catalog"], hint=f"remove catalog, or set it to {SESSION_CATALOG}",
+            location=locations["catalog"],
+            hint=f"remove catalog, or set it to {SESSION_CATALOG}",
         )
     database = _database(reader, top.get("database") or top.get("schema"))
-    configuration = reader._mapping(top["configuration"], "configuration", None) if "configuration" in top else {}
+    configuration = (
+        reader._mapping(top["configuration"], "configuration", None)
+        if "configuration" in top
+        else {}
+    )
     return PipelineSpec(
         path=path,
         name=reader._string(top["name"], "name"),
         database=database,
-        configuration=MappingProxyType({key: reader._string(node, f"configuration {key}") for key, node in configuration.items()}),
+        configuration=MappingProxyType(
+            {
+                key: reader._string(node, f"configuration {key}")
+                for key, node in configuration.items()
+            }
+        ),
         libraries=tuple(_libraries(reader, top.get("libraries"))),
         locations=MappingProxyType(locations),
     )
@@ -86,8 +102,11 @@ def _database(reader, node: yaml.Node | None) -> str | None:
         return None
     database = reader._string(node, "database")
     if not IDENTIFIER.fullmatch(database):
-        raise ConfigError(f"database {database!r} is not a plain identifier", location=reader._at(node),
-                          hint="use letters, digits and underscores, not starting with a digit")
+        raise ConfigError(
+            f"database {database!r} is not a plain identifier",
+            location=reader._at(node),
+            hint="use letters, digits and underscores, not starting with a digit",
+        )
     return database
 
 
@@ -97,15 +116,25 @@ def _libraries(reader, node: yaml.Node | None) -> list[LibraryGlob]:
     if node is None or reader._is_null(node):
         return []
     if not isinstance(node, yaml.SequenceNode):
-        raise ConfigError("libraries must be a list of {glob: {include: PATTERN}}", location=reader._at(node))
+        raise ConfigError(
+            "libraries must be a list of {glob: {include: PATTERN}}", location=reader._at(node)
+        )
     libraries = []
     for entry in node.value:
         glob_node = reader._mapping(entry, "a libraries entry", ("glob",)).get("glob")
-        include = reader._mapping(glob_node, "glob", ("include",)).get("include") if glob_node is not None else None
+        include = (
+            reader._mapping(glob_node, "glob", ("include",)).get("include")
+            if glob_node is not None
+            else None
+        )
         if include is None:
-            raise ConfigError("a libraries entry needs glob: {include: PATTERN}", location=reader._at(entry))
+            raise ConfigError(
+                "a libraries entry needs glob: {include: PATTERN}", location=reader._at(entry)
+            )
         written = reader._string(include, "include")
-        libraries.append(LibraryGlob(written, _expand(written, reader._at(include)), reader._at(include)))
+        libraries.append(
+            LibraryGlob(written, _expand(written, reader._at(include)), reader._at(include))
+        )
     return libraries
 
 
@@ -117,6 +146,7 @@ def _expand(pattern: str, location: Location) -> str:
     if pattern.endswith("/**") and not globbing.has_magic(pattern[:-3]):
         return pattern + "/*"
     raise ConfigError(
-        f"library glob {pattern!r} is neither a file path nor a folder/**", location=location,
+        f"library glob {pattern!r} is neither a file path nor a folder/**",
+        location=location,
         hint="spark-pipelines accepts only these two forms (e.g. transformations/**)",
     )

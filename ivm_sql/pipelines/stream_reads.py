@@ -11,9 +11,9 @@ their places) before the statement is parsed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from collections.abc import Mapping
 
 from sqlglot import Token, TokenType
 from sqlglot.dialects.spark import Spark
@@ -41,7 +41,11 @@ def cut_stream_reads(text: str, location: Location) -> tuple[str, list[StreamRea
     i = 1
     while i < len(tokens):
         token = tokens[i]
-        if token.text.upper() == "STREAM" and tokens[i - 1].token_type in BEFORE_RELATION and i + 1 < len(tokens):
+        if (
+            token.text.upper() == "STREAM"
+            and tokens[i - 1].token_type in BEFORE_RELATION
+            and i + 1 < len(tokens)
+        ):
             read, end = _stream_read(tokens, i, text, location)
             name_start, name_end = read[1]
             for offset in range(token.start, tokens[end].end + 1):
@@ -54,7 +58,9 @@ def cut_stream_reads(text: str, location: Location) -> tuple[str, list[StreamRea
     return "".join(chars), reads
 
 
-def _stream_read(tokens: list[Token], at: int, text: str, location: Location) -> tuple[tuple[StreamRead, tuple[int, int]], int]:
+def _stream_read(
+    tokens: list[Token], at: int, text: str, location: Location
+) -> tuple[tuple[StreamRead, tuple[int, int]], int]:
     """The read starting at token ``at`` (STREAM), the span of its table name, its last token."""
     line = (location.line or 1) + tokens[at].line - 1
     i = at + 1
@@ -64,16 +70,26 @@ def _stream_read(tokens: list[Token], at: int, text: str, location: Location) ->
     while i + 2 < len(tokens) and tokens[i + 1].token_type == TokenType.DOT:
         i += 2
     if i >= len(tokens) or tokens[i].token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
-        raise SqlError("STREAM must be followed by a table name", location=Location(location.path, line),
-                       hint="write STREAM(source) or STREAM source")
+        raise SqlError(
+            "STREAM must be followed by a table name",
+            location=Location(location.path, line),
+            hint="write STREAM(source) or STREAM source",
+        )
     span = (tokens[first].start, tokens[i].end + 1)
-    name = text[span[0]:span[1]]
+    name = text[span[0] : span[1]]
     if parenthesized:
         i += 1
         if i >= len(tokens) or tokens[i].token_type != TokenType.R_PAREN:
-            raise SqlError("STREAM( must name one table and close with )", location=Location(location.path, line))
+            raise SqlError(
+                "STREAM( must name one table and close with )",
+                location=Location(location.path, line),
+            )
     options: dict[str, str] = {}
-    if i + 2 < len(tokens) and tokens[i + 1].token_type == TokenType.WITH and tokens[i + 2].token_type == TokenType.L_PAREN:
+    if (
+        i + 2 < len(tokens)
+        and tokens[i + 1].token_type == TokenType.WITH
+        and tokens[i + 2].token_type == TokenType.L_PAREN
+    ):
         i, options = _options(tokens, i + 3, Location(location.path, line))
     return (StreamRead(name, MappingProxyType(options), line), span), i
 
@@ -87,6 +103,9 @@ def _options(tokens: list[Token], i: int, location: Location) -> tuple[int, dict
         if tokens[i].token_type == TokenType.COMMA:
             i += 1
     if i >= len(tokens) or tokens[i].token_type != TokenType.R_PAREN:
-        raise SqlError("STREAM(...) WITH ( must hold 'key' = 'value' pairs and close with )", location=location,
-                       hint="e.g. STREAM(source) WITH ('skipChangeCommits' = 'true')")
+        raise SqlError(
+            "STREAM(...) WITH ( must hold 'key' = 'value' pairs and close with )",
+            location=location,
+            hint="e.g. STREAM(source) WITH ('skipChangeCommits' = 'true')",
+        )
     return i, options

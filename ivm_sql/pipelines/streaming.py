@@ -20,10 +20,11 @@ from sqlglot import exp
 
 from ivm_sql.errors import RefreshError
 from ivm_sql.pipelines.sql_datasets import SKIP_CHANGE_COMMITS, StreamingTable
-from ivm_sql.runtime.delta_log import DeltaLog, commit_record, require_change_feed
 from ivm_sql.runtime.refresh import ViewReport
 from ivm_sql.runtime.status import ViewStatus
-from ivm_sql.sqlbuild import col, ident, lit, table as table_node, table_at, to_sql
+from ivm_sql.sqlbuild import col, ident, lit, table_at, to_sql
+from ivm_sql.sqlbuild import table as table_node
+from ivm_sql.storage.delta_log import DeltaLog, commit_record, require_change_feed
 
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
@@ -37,11 +38,17 @@ def in_order(tables: tuple[StreamingTable, ...], database: str) -> list[Streamin
     """Streaming tables after the streaming tables they read."""
     pending, done, ordered = list(tables), set(), []
     while pending:
-        ready = [t for t in pending if qualified(t.source, database) in done or
-                 qualified(t.source, database) not in {f"{database}.{p.name}" for p in pending}]
+        ready = [
+            t
+            for t in pending
+            if qualified(t.source, database) in done
+            or qualified(t.source, database) not in {f"{database}.{p.name}" for p in pending}
+        ]
         if not ready:
-            raise RefreshError(f"streaming tables stream from each other in a cycle: {', '.join(t.name for t in pending)}",
-                               hint="one of them must read a table outside the cycle")
+            raise RefreshError(
+                f"streaming tables stream from each other in a cycle: {', '.join(t.name for t in pending)}",
+                hint="one of them must read a table outside the cycle",
+            )
         for item in ready:
             pending.remove(item)
             done.add(f"{database}.{item.name}")
@@ -49,32 +56,62 @@ def in_order(tables: tuple[StreamingTable, ...], database: str) -> list[Streamin
     return ordered
 
 
-def refresh_streaming(spark, log: DeltaLog, database: str, stream: StreamingTable, full: bool = False) -> ViewReport:
+def refresh_streaming(
+    spark, log: DeltaLog, database: str, stream: StreamingTable, full: bool = False
+) -> ViewReport:
     """Bring one streaming table up to date with its source (reload it whole with ``full``)."""
     start = time.monotonic()
     target, source = f"{database}.{stream.name}", qualified(stream.source, database)
     if not log.exists(source):
-        raise RefreshError(f"streaming table {stream.name} streams from {source}, which does not exist",
-                           location=stream.location, hint="create the source table first (a migration, or spark-pipelines run)")
+        raise RefreshError(
+            f"streaming table {stream.name} streams from {source}, which does not exist",
+            location=stream.location,
+            hint="create the source table first (a migration, or spark-pipelines run)",
+        )
     require_change_feed(spark, source)
     latest = log.latest_version(source)
     if full or not log.exists(target):
         with commit_record(spark, {"base": {source: latest}}):
-            query = exp.Create(this=table_node(target), kind="TABLE", replace=full, expression=_through(stream, table_at(source, lit(latest))),
-                               properties=exp.Properties(expressions=[exp.FileFormatProperty(this=exp.var("DELTA"))]))
+            query = exp.Create(
+                this=table_node(target),
+                kind="TABLE",
+                replace=full,
+                expression=_through(stream, table_at(source, lit(latest))),
+                properties=exp.Properties(
+                    expressions=[exp.FileFormatProperty(this=exp.var("DELTA"))]
+                ),
+            )
             spark.sql(to_sql(query))
-        return _report(log, target, "created", f"loaded {source} whole at version {latest}", latest, source, start)
+        return _report(
+            log,
+            target,
+            "created",
+            f"loaded {source} whole at version {latest}",
+            latest,
+            source,
+            start,
+        )
     _, record = log.last_record(target)
     since = record.get("base", {}).get(source)
     if since is None:
-        raise RefreshError(f"{target} holds no record of the {source} version it reflects", location=stream.location,
-                           hint="reload it: ivm refresh --full (it was not made by ivm, or its source changed name)")
+        raise RefreshError(
+            f"{target} holds no record of the {source} version it reflects",
+            location=stream.location,
+            hint="reload it: ivm refresh --full (it was not made by ivm, or its source changed name)",
+        )
     if latest < since:  # the source was dropped and made anew: its history is another table's
-        raise RefreshError(f"{source} is at version {latest}, older than the {since} that {target} reflects: it was made anew",
-                           location=stream.location, hint=f"reload it from {source} as it is now: ivm refresh --full")
+        raise RefreshError(
+            f"{source} is at version {latest}, older than the {since} that {target} reflects: it was made anew",
+            location=stream.location,
+            hint=f"reload it from {source} as it is now: ivm refresh --full",
+        )
     if since == latest:
-        return ViewReport(target, "unchanged", versions={source: latest}, seconds=time.monotonic() - start)
-    changing = [c for c in log.commits_between(source, since, latest) if log.removes_rows(source, c.version)]
+        return ViewReport(
+            target, "unchanged", versions={source: latest}, seconds=time.monotonic() - start
+        )
+    changing = [
+        c for c in log.commits_between(source, since, latest) if log.removes_rows(source, c.version)
+    ]
     if changing and not stream.skip_change_commits:
         first = changing[0]
         raise RefreshError(
@@ -82,22 +119,39 @@ def refresh_streaming(spark, log: DeltaLog, database: str, stream: StreamingTabl
             "and a streaming table only takes appended rows",
             location=stream.location,
             hint=f"to skip such commits as Spark does, write STREAM({stream.source.name}) WITH ('{SKIP_CHANGE_COMMITS}' = 'true'); "
-                 f"to reload it from {source} as it is now, ivm refresh --full",
+            f"to reload it from {source} as it is now, ivm refresh --full",
         )
     with commit_record(spark, {"base": {source: latest}}):
         appended = _appended(spark, source, since, latest, [c.version for c in changing])
         spark.sql(to_sql(exp.insert(_through(stream, appended), table_node(target))))
     skipped = f"; skipped {len(changing)} commits that change rows" if changing else ""
-    return _report(log, target, "appended", f"the rows appended to {source} since version {since}{skipped}", latest, source, start)
+    return _report(
+        log,
+        target,
+        "appended",
+        f"the rows appended to {source} since version {since}{skipped}",
+        latest,
+        source,
+        start,
+    )
 
 
 def _appended(spark, source: str, since: int, latest: int, skipped: list[int]) -> exp.Subquery:
     """The rows inserted into ``source`` after ``since`` up to ``latest`` (outside the
     ``skipped`` commits), with the source's columns only."""
-    changes = exp.Table(this=exp.Anonymous(this="table_changes", expressions=[lit(source), lit(since + 1), lit(latest)]))
+    changes = exp.Table(
+        this=exp.Anonymous(
+            this="table_changes", expressions=[lit(source), lit(since + 1), lit(latest)]
+        )
+    )
     inserted = exp.EQ(this=col("_change_type"), expression=lit("insert"))
     if skipped:
-        inserted = exp.and_(inserted, exp.Not(this=exp.In(this=col("_commit_version"), expressions=[lit(v) for v in skipped])))
+        inserted = exp.and_(
+            inserted,
+            exp.Not(
+                this=exp.In(this=col("_commit_version"), expressions=[lit(v) for v in skipped])
+            ),
+        )
     columns = [col(name) for name in spark.table(source).columns if name not in CHANGE_COLUMNS]
     return exp.select(*columns).from_(changes).where(inserted).subquery()
 
@@ -111,11 +165,20 @@ def _through(stream: StreamingTable, rows: exp.Expression) -> exp.Select:
     return query
 
 
-def _report(log: DeltaLog, target: str, action: str, reason: str, latest: int, source: str, start: float) -> ViewReport:
+def _report(
+    log: DeltaLog, target: str, action: str, reason: str, latest: int, source: str, start: float
+) -> ViewReport:
     """What the write did, from its commit's metrics (no count job)."""
     written = int(log.commit(target, log.latest_version(target)).metrics.get("numOutputRows", 0))
-    return ViewReport(target, action, reason, rows_in=written, rows_out=written, seconds=time.monotonic() - start,
-                      versions={source: latest})
+    return ViewReport(
+        target,
+        action,
+        reason,
+        rows_in=written,
+        rows_out=written,
+        seconds=time.monotonic() - start,
+        versions={source: latest},
+    )
 
 
 def streaming_status(spark, log: DeltaLog, database: str, stream: StreamingTable):
@@ -127,7 +190,11 @@ def streaming_status(spark, log: DeltaLog, database: str, stream: StreamingTable
         return ViewStatus(target, False, {}, {}, None)
     latest, record = log.last_record(target)
     versions = record.get("base", {})
-    pending = {t: v for t in versions if (v := log.latest_version(t)) != versions[t]} if log.exists(source) else {}
+    pending = (
+        {t: v for t in versions if (v := log.latest_version(t)) != versions[t]}
+        if log.exists(source)
+        else {}
+    )
     rows = log.row_count(target, latest)
     if rows is None:
         rows = spark.table(target).count()

@@ -26,7 +26,9 @@ def inline(view: ViewDef, temporary: dict[str, TemporaryView]) -> ViewDef:
     return dataclasses.replace(view, query=_inlined(view.query, temporary, ()))
 
 
-def _inlined(query: exp.Query, temporary: dict[str, TemporaryView], within: tuple[str, ...]) -> exp.Query:
+def _inlined(
+    query: exp.Query, temporary: dict[str, TemporaryView], within: tuple[str, ...]
+) -> exp.Query:
     """``query`` with temporary views inlined; ``within`` are the ones being inlined already,
     so a temporary view that reads itself is a cycle, not an endless expansion."""
     ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
@@ -38,9 +40,13 @@ def _inlined(query: exp.Query, temporary: dict[str, TemporaryView], within: tupl
         if name in ctes or name not in temporary:
             return node
         if name in within:
-            raise SqlError(f"temporary view {name} reads itself through {' -> '.join(within)}",
-                           location=temporary[name].location)
+            raise SqlError(
+                f"temporary view {name} reads itself through {' -> '.join(within)}",
+                location=temporary[name].location,
+            )
         body = _inlined(temporary[name].query, temporary, (*within, name))
-        return exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(node.alias_or_name, quoted=True)))
+        return exp.Subquery(
+            this=body, alias=exp.TableAlias(this=exp.to_identifier(node.alias_or_name, quoted=True))
+        )
 
     return query.copy().transform(replace, copy=False)

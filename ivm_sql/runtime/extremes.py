@@ -40,11 +40,19 @@ def settled(spark, node: Aggregate, change: exp.Query, pins: Pins) -> Iterator[S
     frame = spark.sql(to_sql(change, pretty=False)).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         frame.createOrReplaceTempView(FLAGGED_VIEW)
-        totals = exp.select(exp.Count(this=exp.Star()), exp.func("count_if", col(extremes.LOST))).from_(table(FLAGGED_VIEW))
-        rows, lost = spark.sql(to_sql(totals, pretty=False)).first()  # one job computes, caches and counts it
+        totals = exp.select(
+            exp.Count(this=exp.Star()), exp.func("count_if", col(extremes.LOST))
+        ).from_(table(FLAGGED_VIEW))
+        rows, lost = spark.sql(
+            to_sql(totals, pretty=False)
+        ).first()  # one job computes, caches and counts it
         if lost:
             contents = snapshot(node.input, pins, "new")
-            yield Settled(extremes.rescanned(node, FLAGGED_VIEW, aggregate.change_columns(node), contents), lost, None)
+            yield Settled(
+                extremes.rescanned(node, FLAGGED_VIEW, aggregate.change_columns(node), contents),
+                lost,
+                None,
+            )
         else:
             yield Settled(exp.select(exp.Star()).from_(table(FLAGGED_VIEW)), 0, rows)
     finally:

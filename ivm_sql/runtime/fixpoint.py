@@ -22,6 +22,7 @@ from ivm_sql.incremental.fixpoint import DEFAULT_LIMIT, ITERATION_VIEW, LIMIT_SE
 from ivm_sql.incremental.versions import Pins
 from ivm_sql.sqlbuild import consolidate, table, to_sql, union_all
 
+
 @dataclass(frozen=True)
 class Solution:
     """The sum of the iterations (None: all empty) and how many were not empty."""
@@ -35,7 +36,9 @@ def limit(spark) -> int:
 
 
 @contextmanager
-def solved(spark, node: Recursive, seed: exp.Query, pins: Pins, stage_table: str) -> Iterator[Solution]:
+def solved(
+    spark, node: Recursive, seed: exp.Query, pins: Pins, stage_table: str
+) -> Iterator[Solution]:
     """X_0 + X_1 + ... from X_0 = ``seed``; inside the block, a query reading them from memory."""
     most = limit(spark)
     frames, views = [], []
@@ -55,7 +58,13 @@ def solved(spark, node: Recursive, seed: exp.Query, pins: Pins, stage_table: str
             views.append(f"{ITERATION_VIEW}{len(views)}")
             frame.createOrReplaceTempView(views[-1])
             query = iterate(node, views[-1], pins)
-        total = consolidate(union_all([exp.select(exp.Star()).from_(table(v)) for v in views]), node.columns) if views else None
+        total = (
+            consolidate(
+                union_all([exp.select(exp.Star()).from_(table(v)) for v in views]), node.columns
+            )
+            if views
+            else None
+        )
         yield Solution(total, len(views))
     finally:
         for view in views:

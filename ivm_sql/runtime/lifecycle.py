@@ -27,8 +27,8 @@ from ivm_sql.catalog import first_line
 from ivm_sql.compiler import ViewPlan
 from ivm_sql.errors import IvmError
 from ivm_sql.physical import execution
-from ivm_sql.runtime.delta_log import DeltaLog
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, describe, table, to_sql
+from ivm_sql.storage.delta_log import DeltaLog
 
 STATE_PREFIX = f"{INTERNAL_PREFIX}_"
 PLAN_PROPERTY = "ivm.plan"
@@ -41,7 +41,8 @@ class ViewState:
 
     view: str  # db.name of the view it belongs (or belonged) to
     tables: tuple[str, ...]  # its Delta tables
-    user_view: str | None = None  # the Spark view users queried, when ivm made it and it is still there
+    # the Spark view users queried, when ivm made it and it is still there
+    user_view: str | None = None
     defined: bool = False  # the view is still defined: these are stages it no longer has
 
     @property
@@ -57,7 +58,11 @@ def _sql(statement: exp.Expression) -> str:
 def is_ivm_table(spark, name: str) -> bool:
     """A Delta table ivm created: it carries the plan fingerprint ivm writes at creation."""
     details = spark.sql(describe("DETAIL", name)).select("format", "properties").first()
-    return details is not None and details.format == "delta" and PLAN_PROPERTY in (details.properties or {})
+    return (
+        details is not None
+        and details.format == "delta"
+        and PLAN_PROPERTY in (details.properties or {})
+    )
 
 
 def orphaned(spark, log, database: str, plans: list[ViewPlan], project: str) -> list[ViewState]:
@@ -68,18 +73,27 @@ def orphaned(spark, log, database: str, plans: list[ViewPlan], project: str) -> 
     owned = {stage.table for plan in plans for stage in plan.stages}
     defined = {plan.name for plan in plans}
     candidates = [
-        f"{database}.{name}" for name in sorted(log.tables_in(database))
+        f"{database}.{name}"
+        for name in sorted(log.tables_in(database))
         if name.startswith(STATE_PREFIX) and f"{database}.{name}" not in owned
     ]
     tables = [
-        t for t in candidates
-        if log.is_table(t) and is_ivm_table(spark, t) and log.last_record(t)[1].get("project", project) == project
+        t
+        for t in candidates
+        if log.is_table(t)
+        and is_ivm_table(spark, t)
+        and log.last_record(t)[1].get("project", project) == project
     ]
     groups: dict[str, list[str]] = {}
     for name in tables:
         groups.setdefault(_owner(name, owned | set(tables)), []).append(name)
     return [
-        ViewState(view, tuple(sorted(names)), None if view in defined else _user_view(spark, view, names), view in defined)
+        ViewState(
+            view,
+            tuple(sorted(names)),
+            None if view in defined else _user_view(spark, view, names),
+            view in defined,
+        )
         for view, names in sorted(groups.items())
     ]
 
@@ -88,7 +102,7 @@ def _owner(name: str, known: set[str]) -> str:
     """The view a state table belongs to: ``__ivm_v_s1`` is v's inner stage when ``__ivm_v``
     exists too; otherwise ``__ivm_x`` is the last stage of view x."""
     database, _, short = name.rpartition(".")
-    view = short[len(STATE_PREFIX):]
+    view = short[len(STATE_PREFIX) :]
     inner = INNER_STAGE.fullmatch(view)
     if inner and f"{database}.{STATE_PREFIX}{inner.group(1)}" in known:
         view = inner.group(1)
@@ -102,7 +116,10 @@ def _user_view(spark, view: str, tables: list[str]) -> str | None:
     rows = spark.sql(describe("TABLE EXTENDED", view)).collect()
     text = next((r.data_type for r in rows if r.col_name == "View Text"), "")
     try:
-        read = {f"{t.db}.{t.name}".lower() for t in sqlglot.parse_one(text, read=DIALECT).find_all(exp.Table)}
+        read = {
+            f"{t.db}.{t.name}".lower()
+            for t in sqlglot.parse_one(text, read=DIALECT).find_all(exp.Table)
+        }
     except SqlglotError:
         return None
     return view if read and read <= set(tables) else None
@@ -140,7 +157,8 @@ class Compaction:
     table: str
     files_compacted: int  # small files OPTIMIZE replaced
     files_written: int  # files it wrote instead
-    needed_from: int | None  # the version the furthest-behind stage reading it recorded (its feed is read on from the next)
+    # the version the furthest-behind stage reading it recorded (its feed is read on from the next)
+    needed_from: int | None
     retained_hours: int | None  # VACUUM's RETAIN; None when VACUUM was skipped
     files_deleted: int | None  # files VACUUM deleted (None: not known, or skipped)
     note: str = ""
@@ -161,7 +179,9 @@ def needed_versions(log: DeltaLog, plans: list[ViewPlan]) -> dict[str, int]:
     return needed
 
 
-def retention_hours(log: DeltaLog, name: str, needed: int | None, floor: float, now_ms: int) -> int | None:
+def retention_hours(
+    log: DeltaLog, name: str, needed: int | None, floor: float, now_ms: int
+) -> int | None:
     """The hours VACUUM may keep without deleting a file of the change feed from version
     ``needed + 1`` on, and at least ``floor``; None when no retention is safe.
 
@@ -174,13 +194,16 @@ def retention_hours(log: DeltaLog, name: str, needed: int | None, floor: float, 
     skipped until the stage that lags behind is refreshed.
     """
     if needed is None or needed >= log.latest_version(name) or needed < log.earliest_version(name):
-        return math.ceil(floor)  # nothing to keep: no stage reads it, or its history is gone already
+        # nothing to keep: no stage reads it, or its history is gone already
+        return math.ceil(floor)
     since = log.commit(name, needed).timestamp - MARGIN_MS
     hours = math.ceil((now_ms - since) / 3_600_000)
     return max(math.ceil(floor), hours) if hours <= TOMBSTONE_HOURS else None
 
 
-def optimize(spark, log: DeltaLog, plans: list[ViewPlan], floor: float = TOMBSTONE_HOURS) -> list[Compaction]:
+def optimize(
+    spark, log: DeltaLog, plans: list[ViewPlan], floor: float = TOMBSTONE_HOURS
+) -> list[Compaction]:
     """OPTIMIZE, then VACUUM, every existing state table of ``plans``.
 
     VACUUM keeps at least ``floor`` hours (Delta refuses fewer than the table's
@@ -198,21 +221,34 @@ def optimize(spark, log: DeltaLog, plans: list[ViewPlan], floor: float = TOMBSTO
 
 def _compact(spark, log: DeltaLog, name: str, needed: int | None, floor: float) -> Compaction:
     target = _sql(table(name))
-    metrics = spark.sql(_sql(exp.Command(this="OPTIMIZE", expression=exp.Literal.string(target)))).first().metrics
+    metrics = (
+        spark.sql(_sql(exp.Command(this="OPTIMIZE", expression=exp.Literal.string(target))))
+        .first()
+        .metrics
+    )
     hours = retention_hours(log, name, needed, floor, int(time.time() * 1000))
     if hours is None:
         note = f"VACUUM skipped: a stage still reads its change feed from version {needed + 1}, older than Delta keeps removed files"
-        return Compaction(name, metrics.numFilesRemoved, metrics.numFilesAdded, needed, None, None, note)
-    vacuum = exp.Command(this="VACUUM", expression=exp.Literal.string(f"{target} RETAIN {hours} HOURS"))
+        return Compaction(
+            name, metrics.numFilesRemoved, metrics.numFilesAdded, needed, None, None, note
+        )
+    vacuum = exp.Command(
+        this="VACUUM", expression=exp.Literal.string(f"{target} RETAIN {hours} HOURS")
+    )
     try:
         with execution.session_settings(spark, VACUUM_SETTINGS):
             spark.sql(_sql(vacuum))
-    except (PySparkException, Py4JJavaError) as error:  # Delta's check refuses fewer hours than the table keeps
+    except (
+        PySparkException,
+        Py4JJavaError,
+    ) as error:  # Delta's check refuses fewer hours than the table keeps
         raise IvmError(
             f"VACUUM {name} RETAIN {hours} HOURS: {first_line(error)}",
             hint="keep --retain at or above the tables' delta.deletedFileRetentionDuration (168 hours by default), "
-                 "or set spark.databricks.delta.retentionDurationCheck.enabled: false in ivm.yaml spark.conf",
+            "or set spark.databricks.delta.retentionDurationCheck.enabled: false in ivm.yaml spark.conf",
         ) from None
     last = log.commit(name, log.latest_version(name))
-    deleted = int(last.metrics.get("numDeletedFiles", 0)) if last.operation == "VACUUM END" else None
+    deleted = (
+        int(last.metrics.get("numDeletedFiles", 0)) if last.operation == "VACUUM END" else None
+    )
     return Compaction(name, metrics.numFilesRemoved, metrics.numFilesAdded, needed, hours, deleted)

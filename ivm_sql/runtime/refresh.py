@@ -11,7 +11,7 @@ turns the cost model off, or refuses, before any of the view's stages is written
 recompute an INCREMENTAL STRICT view does not allow.
 
 Each stage's commit lands only if no other refresh committed to the table since the record
-it read; when another did, the stage is looked at again (``runtime.concurrent``).
+it read; when another did, the stage is looked at again (``storage.concurrent``).
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Callable
+from datetime import UTC, datetime
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
@@ -33,20 +32,22 @@ from ivm_sql.catalog import first_line
 from ivm_sql.compiler import ViewPlan, overwrite_table, stored_columns
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
+from ivm_sql.incremental import extremes
 from ivm_sql.incremental.stages import Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import execution, layout, materialize, bounds, policy as policies
-from ivm_sql.physical.cost import SMALL_CHANGE, CheaperToRecompute, CostModel
+from ivm_sql.physical import bounds, execution, layout, materialize
 from ivm_sql.physical.changes import SourceChanges
+from ivm_sql.physical.cost import SMALL_CHANGE, CheaperToRecompute, CostModel
 from ivm_sql.physical.recompute import Recomputes
-from ivm_sql.physical.view_table import WHOLE_OVERWRITE
 from ivm_sql.physical.sizes import TableSizes
-from ivm_sql.incremental import extremes
-from ivm_sql.runtime import concurrent, delta_log, fixpoint, history, workers
-from ivm_sql.runtime.tally import Cost, Tally
+from ivm_sql.physical.view_table import WHOLE_OVERWRITE
+from ivm_sql.refresh_policy import RefreshPolicy
+from ivm_sql.runtime import fixpoint, workers
 from ivm_sql.runtime.extremes import settled as settled_extremes
+from ivm_sql.runtime.tally import Cost, Tally
 from ivm_sql.sqlbuild import to_sql
+from ivm_sql.storage import concurrent, delta_log, history
 
 
 @dataclass
@@ -89,7 +90,10 @@ class ViewReport:
         """``read 1 of 13 files of tpch.lineitem, ...``: what the change's bounds let it skip."""
         if not self.files_read:
             return ""
-        return "read " + ", ".join(f"{opened} of {total} files of {table}" for table, (opened, total) in sorted(self.files_read.items()))
+        return "read " + ", ".join(
+            f"{opened} of {total} files of {table}"
+            for table, (opened, total) in sorted(self.files_read.items())
+        )
 
 
 @dataclass(frozen=True)
@@ -118,9 +122,16 @@ def located(plan: ViewPlan) -> Iterator[None]:
 class Refresher:
     """Refreshes plans in dependency order against one set of pinned source versions."""
 
-    def __init__(self, spark, full: bool = False, cost: CostModel = CostModel.from_settings(RefreshSettings()),
-                 log: delta_log.DeltaLog | None = None, now: datetime | None = None, project: str | None = None,
-                 workers: int = 1):
+    def __init__(
+        self,
+        spark,
+        full: bool = False,
+        cost: CostModel = CostModel.from_settings(RefreshSettings()),
+        log: delta_log.DeltaLog | None = None,
+        now: datetime | None = None,
+        project: str | None = None,
+        workers: int = 1,
+    ):
         self.tally = Tally(spark)
         self._spark = spark
         self._sessions = threading.local()  # a worker thread's own session (``runtime.workers``)
@@ -129,7 +140,7 @@ class Refresher:
         self.project = project  # the project's folder, written in each record: whose state it is
         # "now" is pinned once per refresh, like the sources' versions: every stage that
         # compares with the current time sees the same instant.
-        self.now = micros(now or datetime.now(timezone.utc))
+        self.now = micros(now or datetime.now(UTC))
         self.now_of: dict[str, int] = {}  # ivm table -> the time it reflects, if it reads the clock
         self.iterations: dict[str, int] = {}  # recursive stage -> iterations its loop ran
         self.rescanned: dict[str, int] = {}  # MIN/MAX stage -> groups rescanned for a lost extreme
@@ -143,7 +154,8 @@ class Refresher:
         self.recomputes = Recomputes(self.log, self.current, full, self._run)
         self.changes = SourceChanges(self.tally.session(spark))
         self.sizes = TableSizes(self.tally.session(spark), self.log, self._run)
-        self.key_values = bounds.KeyValues(self.tally.session(spark))  # of the change data feeds ``changes`` keeps
+        # of the change data feeds ``changes`` keeps
+        self.key_values = bounds.KeyValues(self.tally.session(spark))
         self.plan_of: dict[str, ViewPlan] = {}  # stage table -> the plan of its view
         self._progress = threading.Lock()  # workers report the stages they begin one at a time
 
@@ -158,14 +170,20 @@ class Refresher:
                 self._sessions.spark = self.tally.session(workers.worker_session(self._spark))
         return self._sessions.spark
 
-    def refresh(self, plans: list[ViewPlan], on_view: Callable[[ViewReport], None] | None = None,
-                on_stage: Callable[[StageStart], None] | None = None) -> list[ViewReport]:
+    def refresh(
+        self,
+        plans: list[ViewPlan],
+        on_view: Callable[[ViewReport], None] | None = None,
+        on_stage: Callable[[StageStart], None] | None = None,
+    ) -> list[ViewReport]:
         for plan in plans:  # pin every base table once, before any work
             for table in plan.base_tables:
                 if table not in self.current:
                     with located(plan):
-                        self.current[table] = self._run(lambda: self.log.latest_version(table), table)
-        strict = [plan for plan in plans if plan.policy is policies.RefreshPolicy.INCREMENTAL_STRICT]
+                        self.current[table] = self._run(
+                            lambda: self.log.latest_version(table), table
+                        )
+        strict = [plan for plan in plans if plan.policy is RefreshPolicy.INCREMENTAL_STRICT]
         for plan in strict:  # before anything is written
             with located(plan):
                 self.recomputes.check_strict(plan)
@@ -173,9 +191,23 @@ class Refresher:
         by_name = {plan.view.name.lower(): plan for plan in plans}
 
         def refresh_one(plan: ViewPlan) -> ViewReport:
-            started = None if on_stage is None else (
-                lambda i, stage: self._started(on_stage, StageStart(
-                    plan.name, numbers[id(plan)], len(plans), stage.table, i, len(plan.stages), stage.kind))
+            started = (
+                None
+                if on_stage is None
+                else (
+                    lambda i, stage: self._started(
+                        on_stage,
+                        StageStart(
+                            plan.name,
+                            numbers[id(plan)],
+                            len(plans),
+                            stage.table,
+                            i,
+                            len(plan.stages),
+                            stage.kind,
+                        ),
+                    )
+                )
             )
             with located(plan):
                 if plan in strict:  # again, now that the views it reads are refreshed
@@ -184,7 +216,11 @@ class Refresher:
 
         try:
             return workers.in_dependency_order(
-                plans, lambda plan: [by_name[n] for n in plan.depends_on if n in by_name], refresh_one, self.workers, on_view,
+                plans,
+                lambda plan: [by_name[n] for n in plan.depends_on if n in by_name],
+                refresh_one,
+                self.workers,
+                on_view,
             )
         finally:
             self.changes.close()
@@ -193,7 +229,9 @@ class Refresher:
         with self._progress:
             on_stage(start)
 
-    def refresh_view(self, plan: ViewPlan, on_stage: Callable[[int, Stage], None] | None = None) -> ViewReport:
+    def refresh_view(
+        self, plan: ViewPlan, on_stage: Callable[[int, Stage], None] | None = None
+    ) -> ViewReport:
         """``on_stage(number, stage)`` is called as each stage (numbered from 1) begins."""
         started = time.perf_counter()
         report = ViewReport(plan.name, "unchanged")
@@ -203,13 +241,20 @@ class Refresher:
             if on_stage is not None:
                 on_stage(number, stage)
             with self.tally.stage(stage.table) as cost:
-                action, reason = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
+                action, reason = self.refresh_stage(
+                    stage, plan.fingerprint(stage), report, own_tables
+                )
             if action != "unchanged":
                 report.add_cost(cost)
-            if action != "unchanged" and (report.action == "unchanged" or (report.action == "incremental" and not report.reason)):
+            if action != "unchanged" and (
+                report.action == "unchanged"
+                or (report.action == "incremental" and not report.reason)
+            ):
                 report.action, report.reason = action, reason
         if plan.table not in self.ahead and (
-                any(stage.table in self.recomputes.reshaped for stage in plan.stages) or not self.log.in_catalog(plan.name)):
+            any(stage.table in self.recomputes.reshaped for stage in plan.stages)
+            or not self.log.in_catalog(plan.name)
+        ):
             self._create_user_view(plan)
         report.versions = dict(self.base_of[plan.table])
         if plan.table in self.now_of:
@@ -225,9 +270,11 @@ class Refresher:
         except concurrent.Overtaken:
             self._run(lambda: self.spark.sql(statement), plan.name)
 
-    def refresh_stage(self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]) -> tuple[str, str]:
+    def refresh_stage(
+        self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]
+    ) -> tuple[str, str]:
         """Bring one stage up to date; looked at again while other refreshes commit to its
-        table first (``runtime.concurrent``)."""
+        table first (``storage.concurrent``)."""
         rows_in = report.rows_in
         for _ in range(concurrent.ATTEMPTS):
             try:
@@ -239,9 +286,13 @@ class Refresher:
             hint="run ivm refresh again when they are done",
         )
 
-    def _refresh_stage(self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]) -> tuple[str, str]:
+    def _refresh_stage(
+        self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]
+    ) -> tuple[str, str]:
         exists = self._run(lambda: self.log.exists(stage.table), stage.table)
-        latest, record_version, record = self.log.recorded(stage.table) if exists else (None, None, {})
+        latest, record_version, record = (
+            self.log.recorded(stage.table) if exists else (None, None, {})
+        )
         recorded: dict[str, int] = record.get("sources", {})
         if self._ahead(stage, record):
             self.ahead.add(stage.table)
@@ -251,24 +302,43 @@ class Refresher:
         cost = self.cost.under(plan.policy)
         reason = self.recomputes.forced_reason(stage, fingerprint, exists, record)
         clock_moved = stage.reads_clock and record.get("now") != self.now
-        if reason is None and not clock_moved and all(recorded[t] == self.current[t] for t in stage.sources):
+        if (
+            reason is None
+            and not clock_moved
+            and all(recorded[t] == self.current[t] for t in stage.sources)
+        ):
             self._adopt(stage.table, latest, record)
             return "unchanged", ""
         if reason is None:
             pins = history.read_pins(self.log, recorded, self.current, stage.sources)
             changed = self._changed_rows(pins)
-            report.rows_in += sum(rows for table, rows in changed.items() if table not in own_tables)
-            reason = cost.recompute_reason(changed, lambda table: self.sizes.rows(table, self.current[table]))
+            report.rows_in += sum(
+                rows for table, rows in changed.items() if table not in own_tables
+            )
+            reason = cost.recompute_reason(
+                changed, lambda table: self.sizes.rows(table, self.current[table])
+            )
         self.recomputes.refuse_strict(plan, reason, own_tables)
         change = None
         if reason is None:
-            change = stage.change_query({**pins, CLOCK: clock_versions(record.get("now"), self.now)})
+            change = stage.change_query(
+                {**pins, CLOCK: clock_versions(record.get("now"), self.now)}
+            )
         if reason is not None:
             self._enable_change_feeds(stage)
             self.recomputes.note(stage, reason)
         base = self._base_versions(stage)
-        new_record = {"ids": {t: self.log.table_id(t) for t in stage.sources}, "plan": fingerprint, "sources": {t: self.current[t] for t in stage.sources}, "base": base}
-        now = self.now if stage.reads_clock else max((self.now_of[t] for t in stage.sources if t in self.now_of), default=None)
+        new_record = {
+            "ids": {t: self.log.table_id(t) for t in stage.sources},
+            "plan": fingerprint,
+            "sources": {t: self.current[t] for t in stage.sources},
+            "base": base,
+        }
+        now = (
+            self.now
+            if stage.reads_clock
+            else max((self.now_of[t] for t in stage.sources if t in self.now_of), default=None)
+        )
         if now is not None:
             new_record["now"] = now
         if self.project is not None:
@@ -282,7 +352,9 @@ class Refresher:
                 loaded = self._recompute(stage, exists, fingerprint)
             else:
                 try:
-                    report.add_files_read(self._apply_change(stage, change, latest, cost, sum(changed.values())))
+                    report.add_files_read(
+                        self._apply_change(stage, change, latest, cost, sum(changed.values()))
+                    )
                 except history.HistoryGone:  # nothing was committed: recompute instead
                     reason = history.gone_reason(history.changed_ranges(pins))
                     self.recomputes.refuse_strict(plan, reason, own_tables)
@@ -310,7 +382,10 @@ class Refresher:
             return ("created" if not exists else "recomputed"), reason
         if self.rescanned.get(stage.table):  # a partial recompute is shown, never silent
             groups = self.rescanned[stage.table]
-            return "incremental", f"rescanned {groups} group{'' if groups == 1 else 's'} whose MIN/MAX lost its last row"
+            return (
+                "incremental",
+                f"rescanned {groups} group{'' if groups == 1 else 's'} whose MIN/MAX lost its last row",
+            )
         if stage.kind == "recompute":  # a recompute is shown, never silent
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
@@ -319,16 +394,25 @@ class Refresher:
         """Load the stage's whole content at the pinned versions into its table; the rows written."""
         initial = self._initial(stage)
         small = self.sizes.is_small(initial, recompute=True)
-        with execution.for_small_data(self.spark, enabled=small), execution.session_settings(self.spark, WHOLE_OVERWRITE), \
-                self._solved(stage, initial) as initial:
+        with (
+            execution.for_small_data(self.spark, enabled=small),
+            execution.session_settings(self.spark, WHOLE_OVERWRITE),
+            self._solved(stage, initial) as initial,
+        ):
             created = not exists or stage.table in self.recomputes.reshaped
-            statement = self.plan_of[stage.table].create_table(stage, initial) if created else overwrite_table(stage, initial)
+            statement = (
+                self.plan_of[stage.table].create_table(stage, initial)
+                if created
+                else overwrite_table(stage, initial)
+            )
             self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
         loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
         mapped = created and layout.needs_column_mapping(stored_columns(stage, initial))
         properties = layout.properties_after_load(loaded, created_mapped=mapped)
         if properties:
-            self._run(lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table)
+            self._run(
+                lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table
+            )
         return loaded
 
     def _ahead(self, stage: Stage, record: dict) -> bool:
@@ -337,7 +421,8 @@ class Refresher:
         this stage and every stage above it further than this one can, so they are its."""
         recorded, ids = record.get("sources", {}), record.get("ids", {})
         return any(
-            t in self.ahead or (recorded.get(t, -1) > self.current[t] and ids.get(t) == self.log.table_id(t))
+            t in self.ahead
+            or (recorded.get(t, -1) > self.current[t] and ids.get(t) == self.log.table_id(t))
             for t in stage.sources
         )
 
@@ -360,8 +445,14 @@ class Refresher:
                 return commit
         raise concurrent.Overtaken(table)
 
-    def _apply_change(self, stage: Stage, change: exp.Query | None, own_version: int, cost: CostModel,
-                      changed_rows: int) -> dict[str, tuple[int, int]]:
+    def _apply_change(
+        self,
+        stage: Stage,
+        change: exp.Query | None,
+        own_version: int,
+        cost: CostModel,
+        changed_rows: int,
+    ) -> dict[str, tuple[int, int]]:
         """One MERGE of the stage's change (``change_query``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
         version, which the MERGE reads. Join terms and touched-keys recomputes read large
@@ -373,18 +464,34 @@ class Refresher:
             return {}
         try:
             # the one table a change reads as it stands is the stage's own (its stored rows)
-            sizes = lambda table, version: self.sizes.bytes(table, own_version if version is None else version)  # noqa: E731
+            def sizes(table, version):
+                return self.sizes.bytes(table, own_version if version is None else version)
+
             change, bounded = bounds.bounded(self.key_values, self.changes.rewrite(change), sizes)
-            cheaper = cost.scan_reason(self.sizes.scanned_bytes(change, bounded), self.sizes.scanned_bytes(self._initial(stage)))
+            cheaper = cost.scan_reason(
+                self.sizes.scanned_bytes(change, bounded),
+                self.sizes.scanned_bytes(self._initial(stage)),
+            )
             if cheaper is not None:
                 raise CheaperToRecompute(cheaper)
-            small = changed_rows <= SMALL_CHANGE and self.sizes.is_small(change, also=[(stage.table, own_version)])
+            small = changed_rows <= SMALL_CHANGE and self.sizes.is_small(
+                change, also=[(stage.table, own_version)]
+            )
             way = materialize.way_for(changed_rows)
-            with execution.for_small_data(self.spark, enabled=small), self._solved(stage, change) as change, \
-                    self._settled(stage, change) as (change, rows), materialize.materialized(self.spark, change, rows, way) as staged:
+            with (
+                execution.for_small_data(self.spark, enabled=small),
+                self._solved(stage, change) as change,
+                self._settled(stage, change) as (change, rows),
+                materialize.materialized(self.spark, change, rows, way) as staged,
+            ):
                 if staged.rows:
-                    merge_small = not small and execution.is_small_merge(staged.rows, self.sizes.bytes(stage.table, own_version))
-                    with execution.for_small_data(self.spark, enabled=merge_small), staged.reading(self.spark):
+                    merge_small = not small and execution.is_small_merge(
+                        staged.rows, self.sizes.bytes(stage.table, own_version)
+                    )
+                    with (
+                        execution.for_small_data(self.spark, enabled=merge_small),
+                        staged.reading(self.spark),
+                    ):
                         self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
             return bounds.files_read(bounded, self.sizes.files)
         except (PySparkException, Py4JJavaError) as error:
@@ -415,7 +522,9 @@ class Refresher:
         if stage.kind != "fixpoint":
             yield query
             return
-        with fixpoint.solved(self.spark, stage.node, query, self._new_pins(stage), stage.table) as solution:
+        with fixpoint.solved(
+            self.spark, stage.node, query, self._new_pins(stage), stage.table
+        ) as solution:
             self.iterations[stage.table] = solution.iterations
             yield solution.query if solution.query is not None else query
 
@@ -426,7 +535,9 @@ class Refresher:
         if stage.aggregate is None or not extremes.calls(stage.aggregate):
             yield change, None
             return
-        with settled_extremes(self.spark, stage.aggregate, change, self._new_pins(stage)) as settled:
+        with settled_extremes(
+            self.spark, stage.aggregate, change, self._new_pins(stage)
+        ) as settled:
             self.rescanned[stage.table] = settled.rescanned
             yield settled.query, settled.rows
 
@@ -442,7 +553,9 @@ class Refresher:
 
     def _enable_change_feeds(self, stage: Stage) -> None:
         for table in stage.sources:
-            if table not in self.base_of and table not in self.feeds_on:  # a base table, not one ivm writes
+            if (
+                table not in self.base_of and table not in self.feeds_on
+            ):  # a base table, not one ivm writes
                 self._run(lambda: delta_log.require_change_feed(self.spark, table), table)
                 self.current[table] = self.log.latest_version(table)
                 self.feeds_on.add(table)

@@ -41,7 +41,7 @@ class Tally:
         self._refresh = next(_refreshes)
         self._local = threading.local()  # the stage this thread is running: its Cost
 
-    def session(self, spark) -> "CountedSession":
+    def session(self, spark) -> CountedSession:
         """``spark``, its ``sql`` calls counted as the statements of the stage running."""
         return CountedSession(spark, self)
 

@@ -8,9 +8,9 @@ from sqlglot import exp
 
 from ivm_sql.compiler import ViewPlan, inline_views
 from ivm_sql.incremental.temporal import at_time, instant
-from ivm_sql.physical.policy import RefreshPolicy
-from ivm_sql.runtime import delta_log
+from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.sqlbuild import lit, to_sql
+from ivm_sql.storage import delta_log
 
 SAMPLE = 5
 WEIGHT = "__ivm_verify_w"
@@ -26,8 +26,9 @@ class VerifyResult:
     problem: str = ""
 
 
-def recompute_query(plan: ViewPlan, plans: dict[str, ViewPlan], versions: dict[str, int],
-                    now: int | None = None) -> exp.Query:
+def recompute_query(
+    plan: ViewPlan, plans: dict[str, ViewPlan], versions: dict[str, int], now: int | None = None
+) -> exp.Query:
     """The view's SELECT over base tables only, each read at the version the view reflects,
     and the current time read as the time its refresh evaluated it at (``now``)."""
 
@@ -35,7 +36,9 @@ def recompute_query(plan: ViewPlan, plans: dict[str, ViewPlan], versions: dict[s
         if isinstance(node, exp.Table) and node.db and f"{node.db}.{node.name}".lower() in versions:
             pinned = node.copy()
             version = versions[f"{node.db}.{node.name}".lower()]
-            pinned.set("version", exp.Version(this="VERSION", kind="AS OF", expression=lit(version)))
+            pinned.set(
+                "version", exp.Version(this="VERSION", kind="AS OF", expression=lit(version))
+            )
             return pinned
         return node
 
@@ -46,12 +49,18 @@ def recompute_query(plan: ViewPlan, plans: dict[str, ViewPlan], versions: dict[s
 
 def verify_view(spark, plan: ViewPlan, plans: dict[str, ViewPlan]) -> VerifyResult:
     if plan.policy is RefreshPolicy.FULL:
-        return VerifyResult(plan.name, True, problem="skipped: its refresh policy is FULL (its SELECT may not be deterministic)")
+        return VerifyResult(
+            plan.name,
+            True,
+            problem="skipped: its refresh policy is FULL (its SELECT may not be deterministic)",
+        )
     if not spark.catalog.tableExists(plan.table):
         return VerifyResult(plan.name, False, problem="never refreshed: run `ivm refresh` first")
     _, record = delta_log.DeltaLog(spark).last_record(plan.table)
     versions = record.get("base", {})
-    expected = spark.sql(to_sql(recompute_query(plan, plans, versions, record.get("now")), pretty=False))
+    expected = spark.sql(
+        to_sql(recompute_query(plan, plans, versions, record.get("now")), pretty=False)
+    )
     missing, extra = bag_difference(expected, spark.table(plan.name))
     return VerifyResult(plan.name, not missing and not extra, versions, missing, extra)
 
@@ -63,8 +72,18 @@ def bag_difference(expected, actual) -> tuple[list[tuple], list[tuple]]:
     from pyspark.sql import functions as F
 
     names = [f"c{i}" for i in range(len(expected.columns))]  # positional: any column names work
-    both = actual.toDF(*names).withColumn(WEIGHT, F.lit(1)).unionAll(expected.toDF(*names).withColumn(WEIGHT, F.lit(-1)))
-    rows = both.groupBy(*names).agg(F.sum(WEIGHT).alias(WEIGHT)).where(F.col(WEIGHT) != 0).limit(2 * SAMPLE).collect()
+    both = (
+        actual.toDF(*names)
+        .withColumn(WEIGHT, F.lit(1))
+        .unionAll(expected.toDF(*names).withColumn(WEIGHT, F.lit(-1)))
+    )
+    rows = (
+        both.groupBy(*names)
+        .agg(F.sum(WEIGHT).alias(WEIGHT))
+        .where(F.col(WEIGHT) != 0)
+        .limit(2 * SAMPLE)
+        .collect()
+    )
     missing = [tuple(r[:-1]) for r in rows if r[-1] < 0][:SAMPLE]
     extra = [tuple(r[:-1]) for r in rows if r[-1] > 0][:SAMPLE]
     return missing, extra

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import FrameType
 
 from ivm_sql.errors import IvmError
@@ -77,13 +77,17 @@ class Round:
     # brings the views up to date with whatever happened before the watch
     changed: dict[str, tuple[int, int]] = field(default_factory=dict)
     seconds: float = 0.0  # the refresh's wall clock, compiling and pinning included
-    at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))  # when it ended
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))  # when it ended
     clock: bool = False  # started by the clock alone: a view reads it, and clock_every passed
 
 
 def changed_sources(pinned: Pinned, current: Pinned) -> dict[str, tuple[int, int]]:
     """The sources whose version moved since the refresh that pinned ``pinned``."""
-    return {table: (pinned[table], version) for table, version in current.items() if version != pinned.get(table)}
+    return {
+        table: (pinned[table], version)
+        for table, version in current.items()
+        if version != pinned.get(table)
+    }
 
 
 def rounds(
@@ -136,8 +140,12 @@ class StopOnSignal:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, on_first: Callable[[str], None], abandon: Callable[[], None],
-                 relay: Callable[[Callable[[str], None] | None], None] | None = None):
+    def __init__(
+        self,
+        on_first: Callable[[str], None],
+        abandon: Callable[[], None],
+        relay: Callable[[Callable[[str], None] | None], None] | None = None,
+    ):
         self.event = threading.Event()
         self.on_first = on_first
         self.abandon = abandon
@@ -145,7 +153,7 @@ class StopOnSignal:
         self.received: int | None = None  # the first signal's number
         self._before: dict[int, object] = {}
 
-    def __enter__(self) -> "StopOnSignal":
+    def __enter__(self) -> StopOnSignal:
         if self.relay is not None:
             self.relay(lambda name: self._handle(signal.Signals[name], None))
             return self
@@ -175,4 +183,3 @@ class StopOnSignal:
         # process is ending with its own one-line message
         logging.disable(logging.CRITICAL)
         raise KeyboardInterrupt
-

@@ -5,7 +5,7 @@ snapshot and commit, generating code. A Spark driver plans one statement per thr
 one thread the executors wait while the driver plans, and the driver waits while they run.
 Two views that read no view of each other's can be refreshed at once, each by a worker
 thread with its own session (its own settings, temporary views and commit record: see
-``runtime.concurrent.own_session``) and its own scheduler pool, so one view's planning
+``storage.concurrent.own_session``) and its own scheduler pool, so one view's planning
 overlaps another's execution. A view starts once every view it reads is refreshed: the
 chain rule (DBSP, Budiu et al., Theorem 3.3) needs a stage's inputs brought to their new
 versions before its change is computed, and nothing else orders two views.
@@ -24,7 +24,7 @@ from typing import TypeVar
 
 from pyspark import SparkContext
 
-from ivm_sql.runtime.concurrent import own_session
+from ivm_sql.storage.concurrent import own_session
 
 Plan = TypeVar("Plan")
 Result = TypeVar("Result")
@@ -46,8 +46,13 @@ def default_workers(cores: int | None = None) -> int:
     return max(1, min(MOST, (cores or os.cpu_count() or 1) + 1))
 
 
-def in_dependency_order(plans: Sequence[Plan], depends_on: Callable[[Plan], Sequence[Plan]], work: Callable[[Plan], Result],
-                        workers: int, done: Callable[[Result], None] | None = None) -> list[Result]:
+def in_dependency_order(
+    plans: Sequence[Plan],
+    depends_on: Callable[[Plan], Sequence[Plan]],
+    work: Callable[[Plan], Result],
+    workers: int,
+    done: Callable[[Result], None] | None = None,
+) -> list[Result]:
     """``work(plan)`` for every plan, at most ``workers`` at a time, each once the plans it
     depends on (among ``plans``) are done; ``done(result)`` in this thread as each ends.
     The results come back in the order of ``plans``. After a failure no plan starts; the
@@ -72,17 +77,22 @@ def in_dependency_order(plans: Sequence[Plan], depends_on: Callable[[Plan], Sequ
         while (plan := tasks.get()) is not None:
             try:
                 ended.put((plan, work(plan), None))
-            except BaseException as error:  # noqa: BLE001 (raised in the calling thread)
+            except BaseException as error:
                 ended.put((plan, None, error))
 
-    threads = [threading.Thread(target=worker, name=f"ivm-refresh-{n}", daemon=True) for n in range(workers)]
+    threads = [
+        threading.Thread(target=worker, name=f"ivm-refresh-{n}", daemon=True)
+        for n in range(workers)
+    ]
     for thread in threads:
         thread.start()
     waiting, results, finished, running = list(plans), {}, set(), 0
     failure: BaseException | None = None
     try:
         while waiting or running:
-            for plan in [p for p in waiting if failure is None and _ready(p, plans, depends_on, finished)]:
+            for plan in [
+                p for p in waiting if failure is None and _ready(p, plans, depends_on, finished)
+            ]:
                 if running >= workers:  # none waits in the queue: after a failure, none starts
                     break
                 waiting.remove(plan)
@@ -123,5 +133,12 @@ def _inheriting(work: Callable[[Plan], Result]) -> Callable[[Plan], Result]:
     return inheriting
 
 
-def _ready(plan: Plan, plans: Sequence[Plan], depends_on: Callable[[Plan], Sequence[Plan]], finished: set[int]) -> bool:
-    return all(id(other) in finished for other in depends_on(plan) if any(other is p for p in plans))
+def _ready(
+    plan: Plan,
+    plans: Sequence[Plan],
+    depends_on: Callable[[Plan], Sequence[Plan]],
+    finished: set[int],
+) -> bool:
+    return all(
+        id(other) in finished for other in depends_on(plan) if any(other is p for p in plans)
+    )

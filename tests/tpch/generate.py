@@ -23,16 +23,36 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Iterable
 
 REGIONS = ["AFRICA", "AMERICA", "ASIA", "EUROPE", "MIDDLE EAST"]
 NATIONS = [
-    ("ALGERIA", 0), ("ARGENTINA", 1), ("BRAZIL", 1), ("CANADA", 1), ("EGYPT", 4),
-    ("ETHIOPIA", 0), ("FRANCE", 3), ("GERMANY", 3), ("INDIA", 2), ("INDONESIA", 2),
-    ("IRAN", 4), ("IRAQ", 4), ("JAPAN", 2), ("JORDAN", 4), ("KENYA", 0),
-    ("MOROCCO", 0), ("MOZAMBIQUE", 0), ("PERU", 1), ("CHINA", 2), ("ROMANIA", 3),
-    ("SAUDI ARABIA", 4), ("VIETNAM", 2), ("RUSSIA", 3), ("UNITED KINGDOM", 3), ("UNITED STATES", 1),
+    ("ALGERIA", 0),
+    ("ARGENTINA", 1),
+    ("BRAZIL", 1),
+    ("CANADA", 1),
+    ("EGYPT", 4),
+    ("ETHIOPIA", 0),
+    ("FRANCE", 3),
+    ("GERMANY", 3),
+    ("INDIA", 2),
+    ("INDONESIA", 2),
+    ("IRAN", 4),
+    ("IRAQ", 4),
+    ("JAPAN", 2),
+    ("JORDAN", 4),
+    ("KENYA", 0),
+    ("MOROCCO", 0),
+    ("MOZAMBIQUE", 0),
+    ("PERU", 1),
+    ("CHINA", 2),
+    ("ROMANIA", 3),
+    ("SAUDI ARABIA", 4),
+    ("VIETNAM", 2),
+    ("RUSSIA", 3),
+    ("UNITED KINGDOM", 3),
+    ("UNITED STATES", 1),
 ]
 NATION_KEY = {name: key for key, (name, _) in enumerate(NATIONS)}
 SEGMENTS = ["AUTOMOBILE", "BUILDING", "FURNITURE", "MACHINERY", "HOUSEHOLD"]
@@ -48,22 +68,146 @@ CONTAINER_SYLLABLES = (
     ["SM", "LG", "MED", "JUMBO", "WRAP"],
     ["CASE", "BOX", "BAG", "JAR", "PKG", "PACK", "CAN", "DRUM"],
 )
-COLORS = (
-    "almond antique aquamarine azure beige bisque black blanched blue blush brown burlywood "
-    "burnished chartreuse chiffon chocolate coral cornflower cornsilk cream cyan dark deep dim "
-    "dodger drab firebrick floral forest frosted gainsboro ghost goldenrod green grey honeydew "
-    "hot indian ivory khaki lace lavender lawn lemon light lime linen magenta maroon medium "
-    "metallic midnight mint misty moccasin navajo navy olive orange orchid pale papaya peach "
-    "peru pink plum powder puff purple red rose rosy royal saddle salmon sandy seashell sienna "
-    "sky slate smoke snow spring steel tan thistle tomato turquoise violet wheat white yellow"
-).split()
+COLORS = [
+    "almond",
+    "antique",
+    "aquamarine",
+    "azure",
+    "beige",
+    "bisque",
+    "black",
+    "blanched",
+    "blue",
+    "blush",
+    "brown",
+    "burlywood",
+    "burnished",
+    "chartreuse",
+    "chiffon",
+    "chocolate",
+    "coral",
+    "cornflower",
+    "cornsilk",
+    "cream",
+    "cyan",
+    "dark",
+    "deep",
+    "dim",
+    "dodger",
+    "drab",
+    "firebrick",
+    "floral",
+    "forest",
+    "frosted",
+    "gainsboro",
+    "ghost",
+    "goldenrod",
+    "green",
+    "grey",
+    "honeydew",
+    "hot",
+    "indian",
+    "ivory",
+    "khaki",
+    "lace",
+    "lavender",
+    "lawn",
+    "lemon",
+    "light",
+    "lime",
+    "linen",
+    "magenta",
+    "maroon",
+    "medium",
+    "metallic",
+    "midnight",
+    "mint",
+    "misty",
+    "moccasin",
+    "navajo",
+    "navy",
+    "olive",
+    "orange",
+    "orchid",
+    "pale",
+    "papaya",
+    "peach",
+    "peru",
+    "pink",
+    "plum",
+    "powder",
+    "puff",
+    "purple",
+    "red",
+    "rose",
+    "rosy",
+    "royal",
+    "saddle",
+    "salmon",
+    "sandy",
+    "seashell",
+    "sienna",
+    "sky",
+    "slate",
+    "smoke",
+    "snow",
+    "spring",
+    "steel",
+    "tan",
+    "thistle",
+    "tomato",
+    "turquoise",
+    "violet",
+    "wheat",
+    "white",
+    "yellow",
+]
 assert len(COLORS) == 92
-WORDS = (
-    "furiously carefully blithely quickly slyly final regular express pending ironic bold even "
-    "silent unusual deposits packages accounts foxes ideas theodolites instructions dependencies "
-    "excuses platelets asymptotes courts dolphins sleep wake haggle nag use boost affix detect "
-    "integrate cajole among across above after along against"
-).split()
+WORDS = [
+    "furiously",
+    "carefully",
+    "blithely",
+    "quickly",
+    "slyly",
+    "final",
+    "regular",
+    "express",
+    "pending",
+    "ironic",
+    "bold",
+    "even",
+    "silent",
+    "unusual",
+    "deposits",
+    "packages",
+    "accounts",
+    "foxes",
+    "ideas",
+    "theodolites",
+    "instructions",
+    "dependencies",
+    "excuses",
+    "platelets",
+    "asymptotes",
+    "courts",
+    "dolphins",
+    "sleep",
+    "wake",
+    "haggle",
+    "nag",
+    "use",
+    "boost",
+    "affix",
+    "detect",
+    "integrate",
+    "cajole",
+    "among",
+    "across",
+    "above",
+    "after",
+    "along",
+    "against",
+]
 
 START_DATE = dt.date(1992, 1, 1)
 LAST_ORDER_DATE = dt.date(1998, 8, 2)  # ENDDATE - 151 days
@@ -72,8 +216,18 @@ ORDER_DAYS = (LAST_ORDER_DATE - START_DATE).days
 
 # Planted rows: suppliers in the nations the queries name (Q2 EUROPE, Q5 ASIA, Q7 FRANCE and
 # GERMANY, Q8 BRAZIL, Q11 GERMANY, Q20 CANADA, Q21 SAUDI ARABIA).
-SUPPLIER_NATIONS = ["GERMANY", "FRANCE", "CANADA", "SAUDI ARABIA", "BRAZIL", "INDIA", "JAPAN", "CHINA",
-                    "UNITED KINGDOM", "SAUDI ARABIA"]
+SUPPLIER_NATIONS = [
+    "GERMANY",
+    "FRANCE",
+    "CANADA",
+    "SAUDI ARABIA",
+    "BRAZIL",
+    "INDIA",
+    "JAPAN",
+    "CHINA",
+    "UNITED KINGDOM",
+    "SAUDI ARABIA",
+]
 COMPLAINTS_SUPPLIER = 6  # its comment holds 'Customer ... Complaints' (Q16's NOT IN)
 
 BATCH = 1000  # rows per INSERT statement
@@ -95,7 +249,9 @@ def inserts(table: str, rows: list[tuple]) -> list[str]:
     """Multi-row INSERT ... VALUES statements, at most ``BATCH`` rows each."""
     return [
         f"INSERT INTO {table} VALUES "
-        + ", ".join("(" + ", ".join(sql_literal(v) for v in row) + ")" for row in rows[i:i + BATCH])
+        + ", ".join(
+            "(" + ", ".join(sql_literal(v) for v in row) + ")" for row in rows[i : i + BATCH]
+        )
         for i in range(0, len(rows), BATCH)
     ]
 
@@ -111,10 +267,21 @@ def money(cents: int) -> Decimal:
 class Tpch:
     """The generator: the initial database, then refresh rounds, all as SQL statements."""
 
-    def __init__(self, seed: int = 2024, customers: int = 150, orders: int = 1500, parts: int = 200,
-                 suppliers: int = 10):
+    def __init__(
+        self,
+        seed: int = 2024,
+        customers: int = 150,
+        orders: int = 1500,
+        parts: int = 200,
+        suppliers: int = 10,
+    ):
         self.rng = random.Random(seed)
-        self.n_customers, self.n_orders, self.n_parts, self.n_suppliers = customers, orders, parts, suppliers
+        self.n_customers, self.n_orders, self.n_parts, self.n_suppliers = (
+            customers,
+            orders,
+            parts,
+            suppliers,
+        )
         self.part_suppliers: dict[int, list[int]] = {}
         self.retail_price: dict[int, Decimal] = {}
         self.live_orders: list[int] = []
@@ -135,7 +302,9 @@ class Tpch:
         if roll < 0.12:
             return self.comment_with("special", "requests")
         if roll < 0.18:  # only one of the two words, or in the wrong order
-            return self.rng.choice([self.comment_with("requests", "special"), f"{self.comment()} special"])
+            return self.rng.choice(
+                [self.comment_with("requests", "special"), f"{self.comment()} special"]
+            )
         return self.comment()
 
     # initial database ------------------------------------------------------------------------
@@ -143,8 +312,13 @@ class Tpch:
     def initial(self) -> list[str]:
         """INSERT statements that fill all eight tables."""
         statements = []
-        statements += inserts("region", [(k, name, self.comment()) for k, name in enumerate(REGIONS)])
-        statements += inserts("nation", [(k, name, region, self.comment()) for k, (name, region) in enumerate(NATIONS)])
+        statements += inserts(
+            "region", [(k, name, self.comment()) for k, name in enumerate(REGIONS)]
+        )
+        statements += inserts(
+            "nation",
+            [(k, name, region, self.comment()) for k, (name, region) in enumerate(NATIONS)],
+        )
         statements += inserts("supplier", self.suppliers())
         parts = self.parts()
         statements += inserts("part", parts)
@@ -170,10 +344,17 @@ class Tpch:
                 comment = self.comment_with("Customer", "Recommends")
             else:
                 comment = self.comment()
-            rows.append((
-                key, f"Supplier#{key:09d}", self.comment(1, 3), nation, self.phone(nation),
-                money(self.rng.randint(-99999, 999999)), comment,
-            ))
+            rows.append(
+                (
+                    key,
+                    f"Supplier#{key:09d}",
+                    self.comment(1, 3),
+                    nation,
+                    self.phone(nation),
+                    money(self.rng.randint(-99999, 999999)),
+                    comment,
+                )
+            )
         return rows
 
     def phone(self, nation: int) -> str:
@@ -204,20 +385,44 @@ class Tpch:
             elif role == "q8":
                 syllables = ["ECONOMY", "ANODIZED", "STEEL"]
             elif role == "q19a":
-                m, n, container, size = 1, 2, ["SM", r.choice(["CASE", "BOX", "PACK", "PKG"])], r.randint(1, 5)
+                m, n, container, size = (
+                    1,
+                    2,
+                    ["SM", r.choice(["CASE", "BOX", "PACK", "PKG"])],
+                    r.randint(1, 5),
+                )
             elif role == "q19b":
-                m, n, container, size = 2, 3, ["MED", r.choice(["BAG", "BOX", "PKG", "PACK"])], r.randint(1, 10)
+                m, n, container, size = (
+                    2,
+                    3,
+                    ["MED", r.choice(["BAG", "BOX", "PKG", "PACK"])],
+                    r.randint(1, 10),
+                )
             elif role == "q19c":
-                m, n, container, size = 3, 4, ["LG", r.choice(["CASE", "BOX", "PACK", "PKG"])], r.randint(1, 15)
+                m, n, container, size = (
+                    3,
+                    4,
+                    ["LG", r.choice(["CASE", "BOX", "PACK", "PKG"])],
+                    r.randint(1, 15),
+                )
             elif role == "q16":
                 syllables[0:2] = ["MEDIUM", "POLISHED"]
                 size = r.choice([49, 14, 23, 45, 19, 3, 36, 9])
             price = money(90000 + (key // 10) % 20001 + 100 * (key % 1000))
             self.retail_price[key] = price
-            rows.append((
-                key, " ".join(colors), f"Manufacturer#{m}", f"Brand#{m}{n}", " ".join(syllables), size,
-                " ".join(container), price, self.comment(1, 4),
-            ))
+            rows.append(
+                (
+                    key,
+                    " ".join(colors),
+                    f"Manufacturer#{m}",
+                    f"Brand#{m}{n}",
+                    " ".join(syllables),
+                    size,
+                    " ".join(container),
+                    price,
+                    self.comment(1, 4),
+                )
+            )
         return rows
 
     def partsupps(self) -> list[tuple]:
@@ -226,17 +431,33 @@ class Tpch:
             suppliers = self.rng.sample(range(1, self.n_suppliers + 1), 4)
             self.part_suppliers[part] = suppliers
             for supplier in suppliers:
-                rows.append((part, supplier, self.rng.randint(1, 9999), money(self.rng.randint(100, 100000)), self.comment()))
+                rows.append(
+                    (
+                        part,
+                        supplier,
+                        self.rng.randint(1, 9999),
+                        money(self.rng.randint(100, 100000)),
+                        self.comment(),
+                    )
+                )
         return rows
 
     def customers(self) -> list[tuple]:
         rows = []
         for key in range(1, self.n_customers + 1):
             nation = self.rng.randrange(len(NATIONS))
-            rows.append((
-                key, f"Customer#{key:09d}", self.comment(1, 3), nation, self.phone(nation),
-                money(self.rng.randint(-99999, 999999)), self.rng.choice(SEGMENTS), self.comment(),
-            ))
+            rows.append(
+                (
+                    key,
+                    f"Customer#{key:09d}",
+                    self.comment(1, 3),
+                    nation,
+                    self.phone(nation),
+                    money(self.rng.randint(-99999, 999999)),
+                    self.rng.choice(SEGMENTS),
+                    self.comment(),
+                )
+            )
         return rows
 
     def order(self, big: bool = False, date: dt.date | None = None) -> tuple[tuple, list[tuple]]:
@@ -264,13 +485,36 @@ class Tpch:
             status = "O" if ship > CURRENT_DATE else "F"
             statuses.add(status)
             total += (price * (1 + tax) * (1 - discount)).quantize(Decimal("0.01"))
-            lines.append((
-                key, part, supplier, number, Decimal(quantity).quantize(Decimal("0.01")), price, discount, tax,
-                flag, status, ship, commit, receipt, r.choice(INSTRUCTIONS), r.choice(SHIP_MODES), self.comment(2, 5),
-            ))
+            lines.append(
+                (
+                    key,
+                    part,
+                    supplier,
+                    number,
+                    Decimal(quantity).quantize(Decimal("0.01")),
+                    price,
+                    discount,
+                    tax,
+                    flag,
+                    status,
+                    ship,
+                    commit,
+                    receipt,
+                    r.choice(INSTRUCTIONS),
+                    r.choice(SHIP_MODES),
+                    self.comment(2, 5),
+                )
+            )
         order_status = statuses.pop() if len(statuses) == 1 else "P"
         order = (
-            key, customer, order_status, total, date, r.choice(PRIORITIES), f"Clerk#{r.randint(1, 1000):09d}", 0,
+            key,
+            customer,
+            order_status,
+            total,
+            date,
+            r.choice(PRIORITIES),
+            f"Clerk#{r.randint(1, 1000):09d}",
+            0,
             self.order_comment(),
         )
         return order, lines
@@ -295,7 +539,10 @@ class Tpch:
         for key in victims:
             self.live_orders.remove(key)
         keys = in_list(sorted(victims))
-        return [f"DELETE FROM orders WHERE o_orderkey IN {keys}", f"DELETE FROM lineitem WHERE l_orderkey IN {keys}"]
+        return [
+            f"DELETE FROM orders WHERE o_orderkey IN {keys}",
+            f"DELETE FROM lineitem WHERE l_orderkey IN {keys}",
+        ]
 
     def updates(self, round_: int, count: int = 12) -> list[str]:
         """Random UPDATEs (``count`` of them), plus one scripted change per round: round 1
@@ -303,20 +550,41 @@ class Tpch:
         key (Q16's NOT IN becomes never true), round 3 gives it its key back."""
         r = self.rng
         pool = [
-            self.u_quantity, self.u_price, self.u_returnflag, self.u_discount, self.u_shipdate,
-            self.u_line_supplier, self.u_line_part, self.u_orderstatus, self.u_order_customer,
-            self.u_order_date, self.u_order_comment, self.u_supplycost, self.u_acctbal,
-            self.u_segment, self.u_customer_nation, self.u_part_size, self.u_part_kind,
-            self.u_supplier_nation, self.u_nation_region, self.u_availqty,
+            self.u_quantity,
+            self.u_price,
+            self.u_returnflag,
+            self.u_discount,
+            self.u_shipdate,
+            self.u_line_supplier,
+            self.u_line_part,
+            self.u_orderstatus,
+            self.u_order_customer,
+            self.u_order_date,
+            self.u_order_comment,
+            self.u_supplycost,
+            self.u_acctbal,
+            self.u_segment,
+            self.u_customer_nation,
+            self.u_part_size,
+            self.u_part_kind,
+            self.u_supplier_nation,
+            self.u_nation_region,
+            self.u_availqty,
         ]
         statements = [r.choice(pool)() for _ in range(count)]
         if round_ == 1:
             key = r.choice([k for k in self.live_orders if k not in self.big_orders][:200])
-            statements.append(f"UPDATE lineitem SET l_quantity = l_quantity + 60 WHERE l_orderkey = {key}")
+            statements.append(
+                f"UPDATE lineitem SET l_quantity = l_quantity + 60 WHERE l_orderkey = {key}"
+            )
         elif round_ == 2:
-            statements.append(f"UPDATE supplier SET s_suppkey = NULL WHERE s_suppkey = {COMPLAINTS_SUPPLIER}")
+            statements.append(
+                f"UPDATE supplier SET s_suppkey = NULL WHERE s_suppkey = {COMPLAINTS_SUPPLIER}"
+            )
         elif round_ == 3:
-            statements.append(f"UPDATE supplier SET s_suppkey = {COMPLAINTS_SUPPLIER} WHERE s_suppkey IS NULL")
+            statements.append(
+                f"UPDATE supplier SET s_suppkey = {COMPLAINTS_SUPPLIER} WHERE s_suppkey IS NULL"
+            )
         return statements
 
     def some_orders(self) -> str:
@@ -329,8 +597,10 @@ class Tpch:
 
     def u_price(self) -> str:
         factor = self.rng.choice(["1.10", "0.95"])
-        return (f"UPDATE lineitem SET l_extendedprice = CAST(l_extendedprice * {factor} AS DECIMAL(15,2)) "
-                f"WHERE l_orderkey {self.some_orders()}")
+        return (
+            f"UPDATE lineitem SET l_extendedprice = CAST(l_extendedprice * {factor} AS DECIMAL(15,2)) "
+            f"WHERE l_orderkey {self.some_orders()}"
+        )
 
     def u_returnflag(self) -> str:
         flag = self.rng.choice(["'R'", "'A'", "'N'", "NULL"])
@@ -342,8 +612,10 @@ class Tpch:
 
     def u_shipdate(self) -> str:
         days = self.rng.choice([-200, -40, 30, 365])
-        return (f"UPDATE lineitem SET l_shipdate = date_add(l_shipdate, {days}), "
-                f"l_receiptdate = date_add(l_receiptdate, {days}) WHERE l_orderkey {self.some_orders()}")
+        return (
+            f"UPDATE lineitem SET l_shipdate = date_add(l_shipdate, {days}), "
+            f"l_receiptdate = date_add(l_receiptdate, {days}) WHERE l_orderkey {self.some_orders()}"
+        )
 
     def u_line_supplier(self) -> str:
         supplier = self.rng.choice([str(self.rng.randint(1, self.n_suppliers)), "NULL"])
@@ -370,7 +642,9 @@ class Tpch:
         return f"UPDATE orders SET o_comment = {comment}, o_orderpriority = '{self.rng.choice(PRIORITIES)}' WHERE o_orderkey {self.some_orders()}"
 
     def u_supplycost(self) -> str:
-        cost = self.rng.choice(["CAST(ps_supplycost * 0.5 AS DECIMAL(15,2))", "ps_supplycost + 100", "NULL", "1.00"])
+        cost = self.rng.choice(
+            ["CAST(ps_supplycost * 0.5 AS DECIMAL(15,2))", "ps_supplycost + 100", "NULL", "1.00"]
+        )
         return f"UPDATE partsupp SET ps_supplycost = {cost} WHERE ps_partkey % 13 = {self.rng.randrange(13)}"
 
     def u_availqty(self) -> str:
@@ -386,8 +660,10 @@ class Tpch:
 
     def u_customer_nation(self) -> str:
         nation = self.rng.randrange(len(NATIONS))
-        return (f"UPDATE customer SET c_nationkey = {nation}, c_phone = concat('{nation + 10}', substring(c_phone, 3)) "
-                f"WHERE c_custkey % 15 = {self.rng.randrange(15)}")
+        return (
+            f"UPDATE customer SET c_nationkey = {nation}, c_phone = concat('{nation + 10}', substring(c_phone, 3)) "
+            f"WHERE c_custkey % 15 = {self.rng.randrange(15)}"
+        )
 
     def u_part_size(self) -> str:
         size = self.rng.choice(["15", "p_size + 1", "NULL", "9"])
@@ -395,18 +671,22 @@ class Tpch:
 
     def u_part_kind(self) -> str:
         r = self.rng
-        kind = r.choice([
-            "p_brand = 'Brand#23', p_container = 'MED BOX'",
-            "p_type = 'ECONOMY ANODIZED STEEL'",
-            "p_type = 'PROMO BRUSHED BRASS'",
-            "p_name = concat('forest ', p_name)",
-            "p_brand = 'Brand#45'",
-        ])
+        kind = r.choice(
+            [
+                "p_brand = 'Brand#23', p_container = 'MED BOX'",
+                "p_type = 'ECONOMY ANODIZED STEEL'",
+                "p_type = 'PROMO BRUSHED BRASS'",
+                "p_name = concat('forest ', p_name)",
+                "p_brand = 'Brand#45'",
+            ]
+        )
         return f"UPDATE part SET {kind} WHERE p_partkey % 23 = {r.randrange(23)}"
 
     def u_supplier_nation(self) -> str:
         r = self.rng
-        nation = NATION_KEY[r.choice(["GERMANY", "FRANCE", "CANADA", "SAUDI ARABIA", "BRAZIL", "JAPAN", "PERU"])]
+        nation = NATION_KEY[
+            r.choice(["GERMANY", "FRANCE", "CANADA", "SAUDI ARABIA", "BRAZIL", "JAPAN", "PERU"])
+        ]
         return f"UPDATE supplier SET s_nationkey = {nation}, s_acctbal = s_acctbal + 10 WHERE s_suppkey = {r.randint(1, self.n_suppliers)}"
 
     def u_nation_region(self) -> str:

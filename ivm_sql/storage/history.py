@@ -18,10 +18,14 @@ A commit the feed cannot describe (``undescribed_commit``) forces a recompute th
 from __future__ import annotations
 
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.runtime.delta_log import INCREMENTAL_OPERATIONS, DeltaLog
+from ivm_sql.storage.delta_log import INCREMENTAL_OPERATIONS, DeltaLog
 
 # How Spark and Delta report a file of a table that no longer exists.
-MISSING_FILE_ERRORS = ("FAILED_READ_FILE.FILE_NOT_EXIST", "DELTA_CHANGE_DATA_FILE_NOT_FOUND", "java.io.FileNotFoundException")
+MISSING_FILE_ERRORS = (
+    "FAILED_READ_FILE.FILE_NOT_EXIST",
+    "DELTA_CHANGE_DATA_FILE_NOT_FOUND",
+    "java.io.FileNotFoundException",
+)
 
 
 class HistoryGone(Exception):
@@ -36,7 +40,9 @@ def is_missing_file(error: Exception) -> bool:
 def gone_reason(ranges: list[tuple[str, tuple[int, int]]]) -> str:
     """The reason for a recompute after reading the feed of ``ranges`` failed on a missing file."""
     reads = ", ".join(f"{table} {old + 1}..{new}" for table, (old, new) in ranges)
-    return f"the change data feed it reads is gone ({reads}): a file of it was deleted, as VACUUM does"
+    return (
+        f"the change data feed it reads is gone ({reads}): a file of it was deleted, as VACUUM does"
+    )
 
 
 def log_gap(log: DeltaLog, versions: dict[str, tuple[int, int]]) -> str | None:
@@ -44,8 +50,10 @@ def log_gap(log: DeltaLog, versions: dict[str, tuple[int, int]]) -> str | None:
     log, if its commit files were cleaned up since the recorded version; else None."""
     for table, (old, new) in versions.items():
         if old < new and log.earliest_version(table) > old + 1:
-            return (f"the history of {table} after version {old} is gone: its log starts at version "
-                    f"{log.earliest_version(table)} (delta.logRetentionDuration)")
+            return (
+                f"the history of {table} after version {old} is gone: its log starts at version "
+                f"{log.earliest_version(table)} (delta.logRetentionDuration)"
+            )
     return None
 
 

@@ -48,8 +48,15 @@ ATTEMPTS = 8  # rounds a stage retries while other refreshes keep committing fir
 
 # Error conditions of a commit that lost to a concurrent one (Delta's optimistic concurrency),
 # or of a catalog entry two refreshes created at once.
-CONFLICTS = ("DELTA_CONCURRENT_", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "TABLE_OR_VIEW_ALREADY_EXISTS")
-CONDITION = re.compile(r"\[([A-Z_]+)\]")  # how a message names its condition: [DELTA_CONCURRENT_APPEND] ...
+CONFLICTS = (
+    "DELTA_CONCURRENT_",
+    "DELTA_METADATA_CHANGED",
+    "DELTA_PROTOCOL_CHANGED",
+    "TABLE_OR_VIEW_ALREADY_EXISTS",
+)
+# how a message names its condition: [DELTA_CONCURRENT_APPEND] ...
+CONDITION = re.compile(r"\[([A-Z_]+)\]")
+
 
 class Overtaken(Exception):
     """Another refresh committed to ``table`` first; the stage is looked at again."""

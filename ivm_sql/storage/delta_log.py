@@ -11,37 +11,55 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import unquote, urlparse
-
-from sqlglot import exp
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
+from sqlglot import exp
 
 from ivm_sql.errors import IvmError, RefreshError
-from ivm_sql.runtime import concurrent
 from ivm_sql.session import is_connect
-from ivm_sql.sqlbuild import INTERNAL_PREFIX, describe, table as table_node, to_sql
+from ivm_sql.sqlbuild import INTERNAL_PREFIX, describe, to_sql
+from ivm_sql.sqlbuild import table as table_node
+from ivm_sql.storage import concurrent
 
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 # Operations whose changes the change data feed describes row by row. Anything else in a
 # source's history (a REPLACE, RESTORE, schema change, ...) forces a recompute.
 INCREMENTAL_OPERATIONS = {
-    "WRITE", "STREAMING UPDATE", "MERGE", "UPDATE", "DELETE", "OPTIMIZE",
-    "SET TBLPROPERTIES", "UNSET TBLPROPERTIES", "VACUUM START", "VACUUM END",
+    "WRITE",
+    "STREAMING UPDATE",
+    "MERGE",
+    "UPDATE",
+    "DELETE",
+    "OPTIMIZE",
+    "SET TBLPROPERTIES",
+    "UNSET TBLPROPERTIES",
+    "VACUUM START",
+    "VACUUM END",
 }
 # Operations that never change a row: a table with only these since a version is unchanged.
-NO_ROW_CHANGES = {"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES", "UNSET TBLPROPERTIES"}
+NO_ROW_CHANGES = {
+    "OPTIMIZE",
+    "VACUUM START",
+    "VACUUM END",
+    "SET TBLPROPERTIES",
+    "UNSET TBLPROPERTIES",
+}
 # operationMetrics that count rows changed by a commit
 ROW_METRICS = (
-    "numOutputRows", "numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted",
-    "numUpdatedRows", "numDeletedRows",
+    "numOutputRows",
+    "numTargetRowsInserted",
+    "numTargetRowsUpdated",
+    "numTargetRowsDeleted",
+    "numUpdatedRows",
+    "numDeletedRows",
 )
 
 
@@ -76,7 +94,9 @@ def _sql(statement: exp.Expression) -> str:
 def _information(text: str, field: str) -> str | None:
     """One field of a ``SHOW TABLE EXTENDED`` row's information (``Field: value`` lines)."""
     prefix = f"{field}: "
-    return next((line[len(prefix):] for line in text.splitlines() if line.startswith(prefix)), None)
+    return next(
+        (line[len(prefix) :] for line in text.splitlines() if line.startswith(prefix)), None
+    )
 
 
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
@@ -163,7 +183,8 @@ class HistoryFolder:
         """Every version in the history, read anew (the table may have moved on)."""
         for row in self.spark.sql(describe("HISTORY", self.table)).collect():
             self._commits[row.version] = {
-                "operation": row.operation, "operationMetrics": dict(row.operationMetrics or {}),
+                "operation": row.operation,
+                "operationMetrics": dict(row.operationMetrics or {}),
                 "userMetadata": row.userMetadata,
                 # Delta's history time (the commit file's, made monotonic): within moments of
                 # the commitInfo time a file read gives; only retention hours are built on it
@@ -212,8 +233,12 @@ class DeltaLog:
         # them as managed tables, whose folder follows from their name and never moves
         self._locations = locations if locations is not None else {}
         self._names: dict[str, set[str]] = {}  # database -> its tables and views, listed once
-        self._listed: dict[str, str | None] = {}  # over Spark Connect: db.table -> its folder (None: a view)
-        self._types: dict[str, str | None] = {}  # over Spark Connect: db.table -> VIEW, MANAGED or EXTERNAL
+        self._listed: dict[
+            str, str | None
+        ] = {}  # over Spark Connect: db.table -> its folder (None: a view)
+        self._types: dict[
+            str, str | None
+        ] = {}  # over Spark Connect: db.table -> VIEW, MANAGED or EXTERNAL
         self._folders: dict[str, Folder] = {}  # table -> its _delta_log
         self._ids: dict[str, str | None] = {}
         self._commits: dict[tuple[str, int], Commit] = {}  # a commit file never changes
@@ -238,7 +263,9 @@ class DeltaLog:
         """Where the catalog keeps ``db.table``: asked of the JVM's catalog, or over Spark
         Connect taken from the database's listing (listed anew for a table new since)."""
         if not is_connect(self.spark):
-            identifier = self.spark._jsparkSession.sessionState().sqlParser().parseTableIdentifier(table)
+            identifier = (
+                self.spark._jsparkSession.sessionState().sqlParser().parseTableIdentifier(table)
+            )
             return self._session_catalog.getTableMetadata(identifier).location().toString()
         if table.lower() not in self._listed:
             self._names[table.rpartition(".")[0]] = self._listing(table.rpartition(".")[0])
@@ -322,7 +349,11 @@ class DeltaLog:
     def table_id(self, table: str) -> str | None:
         """The table's Delta id (from its first commit's metaData), new when it is recreated."""
         if table not in self._ids:
-            self._ids[table] = self._actions(table, 0).get("metaData", {}).get("id") if self._exists(table, 0) else None
+            self._ids[table] = (
+                self._actions(table, 0).get("metaData", {}).get("id")
+                if self._exists(table, 0)
+                else None
+            )
         return self._ids[table]
 
     def identity(self, table: str) -> tuple[str | None, int] | None:
@@ -357,14 +388,20 @@ class DeltaLog:
             files = json.loads(folder.read(name)).get("allFiles") if folder.exists(name) else None
         except ValueError:
             return None
-        return files if isinstance(files, list) and all(isinstance(f, dict) for f in files) else None
+        return (
+            files if isinstance(files, list) and all(isinstance(f, dict) for f in files) else None
+        )
 
     def file_stats(self, table: str, version: int) -> list[tuple[int, dict]] | None:
         """Each file's size and statistics (minValues, maxValues, ...) at a version; None
         when the checksum file holds no file list."""
         files = self.files(table, version)
         try:
-            return None if files is None else [(int(f.get("size") or 0), json.loads(f.get("stats") or "{}")) for f in files]
+            return (
+                None
+                if files is None
+                else [(int(f.get("size") or 0), json.loads(f.get("stats") or "{}")) for f in files]
+            )
         except (ValueError, TypeError):
             return None
 
@@ -384,11 +421,15 @@ class DeltaLog:
                 if "numRecords" not in stats:
                     return None
                 if once is not None and not (
-                    stats.get("minValues", {}).get(once) == 1 == stats.get("maxValues", {}).get(once)
+                    stats.get("minValues", {}).get(once)
+                    == 1
+                    == stats.get("maxValues", {}).get(once)
                     and stats.get("nullCount", {}).get(once) == 0
                 ):
                     return None
-                count += stats["numRecords"] - (file.get("deletionVector") or {}).get("cardinality", 0)
+                count += stats["numRecords"] - (file.get("deletionVector") or {}).get(
+                    "cardinality", 0
+                )
             return count
         except (ValueError, TypeError, AttributeError):
             return None
@@ -406,7 +447,10 @@ class DeltaLog:
         if (table, version) not in self._commits:
             info = self._actions(table, version).get("commitInfo", {})
             self._commits[(table, version)] = Commit(
-                version, info.get("operation", ""), _parse_record(info.get("userMetadata")), info.get("operationMetrics") or {},
+                version,
+                info.get("operation", ""),
+                _parse_record(info.get("userMetadata")),
+                info.get("operationMetrics") or {},
                 int(info.get("timestamp") or 0),
             )
         return self._commits[(table, version)]
@@ -450,10 +494,12 @@ def _parse_record(text: str | None) -> dict | None:
 def commit_record(spark, record: dict, txn_version: int | None = None) -> Iterator[None]:
     """Every Delta commit made inside carries ``record`` as its userMetadata and, given
     ``txn_version``, lands only if it is the first ivm commit since the record it follows
-    (``runtime.concurrent``)."""
+    (``storage.concurrent``)."""
     settings = {USER_METADATA: json.dumps({"ivm": 1, **record}, sort_keys=True)}
     if txn_version is not None:
-        settings.update({concurrent.TXN_APP_ID: concurrent.APP_ID, concurrent.TXN_VERSION: str(txn_version)})
+        settings.update(
+            {concurrent.TXN_APP_ID: concurrent.APP_ID, concurrent.TXN_VERSION: str(txn_version)}
+        )
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
@@ -484,14 +530,21 @@ def compute_state(spark, table: str) -> None:
 
 def set_properties(spark, table: str, properties: dict[str, str]) -> None:
     """ALTER TABLE ... SET TBLPROPERTIES: a commit that changes no row."""
-    statement = exp.AlterSet(expressions=[exp.Properties(expressions=[
-        exp.Property(this=exp.Literal.string(key), value=exp.Literal.string(value)) for key, value in properties.items()
-    ])])
+    statement = exp.AlterSet(
+        expressions=[
+            exp.Properties(
+                expressions=[
+                    exp.Property(this=exp.Literal.string(key), value=exp.Literal.string(value))
+                    for key, value in properties.items()
+                ]
+            )
+        ]
+    )
     spark.sql(_sql(exp.Alter(this=table_node(table), kind="TABLE", actions=[statement])))
 
 
 def record_only(spark, table: str) -> None:
     """A commit that changes no row, to carry a new record: an INSERT of no row, which, unlike
-    ALTER TABLE, Delta makes conditional on the txn version (``runtime.concurrent``)."""
+    ALTER TABLE, Delta makes conditional on the txn version (``storage.concurrent``)."""
     nothing = exp.select(exp.Star()).from_(table_node(table)).where(exp.false())
     spark.sql(_sql(exp.Insert(this=table_node(table), expression=nothing)))
