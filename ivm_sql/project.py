@@ -19,7 +19,9 @@ from ivm_sql import migrate as migrations
 from ivm_sql.analysis_cache import FILE as ANALYSIS_FILE
 from ivm_sql.analysis_cache import AnalysisCache, spark_identity
 from ivm_sql.catalog import SparkCatalog, first_line
-from ivm_sql.compiler import ViewPlan, compile_views, render
+from ivm_sql.compiler.order import compile_views
+from ivm_sql.compiler.plan import ViewPlan
+from ivm_sql.compiler.render import render
 from ivm_sql.config import Config, load_config
 from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit

@@ -16,7 +16,9 @@ import sqlglot
 from sqlglot import exp
 
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.compiler import compile_views, render, symbolic_pins
+from ivm_sql.compiler.order import compile_views
+from ivm_sql.compiler.plan import symbolic_pins
+from ivm_sql.compiler.render import render
 from ivm_sql.errors import Location
 from ivm_sql.physical import bounds, cost, execution
 from ivm_sql.physical.changes import is_change_read

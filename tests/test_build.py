@@ -7,7 +7,6 @@ from unittest import mock
 import pytest
 from sqlglot import exp
 
-from ivm_sql import compiler
 from ivm_sql.algebra import grouping_sets
 from ivm_sql.algebra.nodes import (
     AggCall,
@@ -22,7 +21,10 @@ from ivm_sql.algebra.nodes import (
     UnionAll,
 )
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.compiler import compile_views, render
+from ivm_sql.compiler import view as compile_one
+from ivm_sql.compiler.order import compile_views
+from ivm_sql.compiler.plan import symbolic_pins
+from ivm_sql.compiler.render import render
 from ivm_sql.errors import IvmError, Location, SqlError, UnsupportedError
 from ivm_sql.incremental.stages import TEMPORAL
 from ivm_sql.physical import bounds
@@ -48,7 +50,7 @@ def build(*texts: str) -> dict[str, Node]:
     """The algebra of each view as built (before it is pruned and cut into stages), by view name."""
     roots: dict[str, Node] = {}
     built: list[Node] = []
-    real_prune, real_plan = compiler.prune, compiler.plan_stages
+    real_prune, real_plan = compile_one.prune, compile_one.plan_stages
 
     def spy_prune(root: Node) -> Node:
         built.append(root)
@@ -59,8 +61,8 @@ def build(*texts: str) -> dict[str, Node]:
         return real_plan(database, view, root)
 
     with (
-        mock.patch.object(compiler, "prune", spy_prune),
-        mock.patch.object(compiler, "plan_stages", spy),
+        mock.patch.object(compile_one, "prune", spy_prune),
+        mock.patch.object(compile_one, "plan_stages", spy),
     ):
         compile_views(views(*texts), CATALOG, "db")
     return roots
@@ -403,8 +405,14 @@ REFUSALS = {
         "scalar subquery",
         3,
     ),
-    "scalar subquery without an aggregate": (
-        "SELECT a,\n  (SELECT d FROM u WHERE u.a = t.a) AS m\nFROM t",
+    "uncorrelated scalar subquery without an aggregate": (
+        "SELECT a,\n  (SELECT d FROM u WHERE u.d > 0) AS m\nFROM t",
+        UnsupportedError,
+        "scalar subquery",
+        3,
+    ),
+    "correlated lookup with LIMIT": (
+        "SELECT a,\n  (SELECT d FROM u WHERE u.a = t.a ORDER BY d LIMIT 1) AS m\nFROM t",
         UnsupportedError,
         "scalar subquery",
         3,
@@ -719,7 +727,7 @@ def test_a_query_reading_no_table_is_a_constant(query: str, columns: tuple[str, 
     (plan,) = compile_views(views(f"CREATE VIEW v AS {query}"), CATALOG, "db")
     (stage,) = plan.stages
     assert isinstance(stage.node, Constant) and stage.node.columns == columns
-    assert stage.sources == () and stage.change_query(compiler.symbolic_pins([stage])) is None
+    assert stage.sources == () and stage.change_query(symbolic_pins([stage])) is None
 
 
 @pytest.mark.parametrize(
@@ -737,7 +745,7 @@ def test_a_join_with_a_constant_has_no_term_for_its_change(source: str) -> None:
     )
     (stage,) = plan.stages
     assert any(isinstance(n, Constant) for _, n in stage.node.sources)
-    change = stage.change_query(compiler.symbolic_pins([stage]))
+    change = stage.change_query(symbolic_pins([stage]))
     assert len(list(change.find_all(exp.Union))) == 0 and sql(change).count("TABLE_CHANGES") == 1
     # no table to read by the change's keys: the constant is all there is
     assert bounds.bounds(change) == []
@@ -752,6 +760,39 @@ def test_a_scalar_subquery_over_parameters_is_a_one_row_constant() -> None:
     assert len(constants) == 2 and all(
         isinstance(c.query.expressions[0], exp.Subquery) for c in constants
     )
+
+
+def test_a_subquery_over_parameters_in_group_by_is_the_select_lists_and_may_sit_beside_an_aggregate() -> (
+    None
+):
+    """The same scalar subquery in GROUP BY and the SELECT list reads one constant, so the
+    two stay one key; one outside the aggregate reads its constant again above it."""
+    node = root(
+        "CREATE VIEW v AS WITH p AS (SELECT 'x' AS good, 100 AS bonus) "
+        "SELECT CASE WHEN t.c = (SELECT good FROM p) THEN 'good' ELSE 'other' END AS bucket, "
+        "SUM(t.a) + (SELECT bonus FROM p) AS total FROM t "
+        "GROUP BY CASE WHEN t.c = (SELECT good FROM p) THEN 'good' ELSE 'other' END"
+    )
+    assert isinstance(node, Select) and node.columns == ("bucket", "total")
+    (_, aggregate), (bonus_name, bonus) = node.sources
+    assert isinstance(aggregate, Aggregate) and isinstance(bonus, Constant)
+    assert [sql(k) for k in aggregate.input.exprs[:1]] == [
+        "CASE WHEN `t`.`c` = `__s2`.`good` THEN 'good' ELSE 'other' END"
+    ]
+    assert sql(node.exprs[1]) == f"`__agg`.`agg0` + `{bonus_name}`.`bonus`"
+
+
+def test_a_correlated_lookup_is_a_left_join_with_its_value_and_row_count() -> None:
+    """``(SELECT d FROM u WHERE u.a = t.a)``: MAX(d) and COUNT(*) per key; an outer row whose
+    key has two rows reads Spark's SCALAR_SUBQUERY_TOO_MANY_ROWS error."""
+    node = root("CREATE VIEW v AS SELECT a, (SELECT d FROM u WHERE u.a = t.a) AS m FROM t")
+    assert isinstance(node, Select) and node.columns == ("a", "m")
+    m = sql(node.exprs[1])
+    assert m.startswith("CASE WHEN `__j1`.`__s2__n` > 1 THEN RAISE_ERROR(")
+    assert "SCALAR_SUBQUERY_TOO_MANY_ROWS" in m and m.endswith("ELSE `__j1`.`__s2__v` END")
+    (recompute,) = [r for r in _walk(node) if isinstance(r, Recompute)]
+    assert recompute.keys == (("t__a",), ("__s2__k0",))
+    assert recompute.query.args["joins"][0].side == "LEFT"
 
 
 def test_filter_clauses_of_null_skipping_aggregates_become_case_arguments() -> None:

@@ -15,7 +15,7 @@ from oracle import MakeProject, global_recomputes, plain_dml_recomputed
 from viewgen import FAMILIES, TABLES, GeneratedView, batches
 
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.compiler import compile_views
+from ivm_sql.compiler.order import compile_views
 from ivm_sql.errors import Location
 from ivm_sql.runtime.refresh import ViewReport
 from ivm_sql.viewdefs import parse_view

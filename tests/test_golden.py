@@ -20,7 +20,9 @@ import sqlglot
 from sqlglot import exp
 
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.compiler import ViewPlan, compile_views, render
+from ivm_sql.compiler.order import compile_views
+from ivm_sql.compiler.plan import ViewPlan
+from ivm_sql.compiler.render import render
 from ivm_sql.viewdefs import ViewDef, load_views
 
 ROOT = Path(__file__).resolve().parent.parent

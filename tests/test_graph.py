@@ -23,7 +23,8 @@ from test_golden import ROOT, SHOP, demo_views
 
 from ivm_sql import support
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.compiler import ViewPlan, compile_views
+from ivm_sql.compiler.order import compile_views
+from ivm_sql.compiler.plan import ViewPlan
 from ivm_sql.errors import EnvironmentProblem, Location
 from ivm_sql.graph import (
     Format,

@@ -130,6 +130,16 @@ FROM customers c""",
 SELECT p.id, p.category, (SELECT MAX(o.qty) FROM orders o WHERE o.product_id = p.id) AS most FROM products p
 WHERE (SELECT COUNT(o.qty) FROM orders o WHERE o.product_id = p.id AND o.qty > 1) = 0""",
     ),
+    # a lookup (no aggregate): one row per key by construction, so Spark never fails on it;
+    # its error for two rows is test_scalar_lookup.py's
+    ViewSpec(
+        "customer_qty_lookup",
+        """
+SELECT c.id, c.name,
+       (SELECT s.total FROM (SELECT customer_id, SUM(qty) AS total FROM orders GROUP BY customer_id) s
+        WHERE s.customer_id = c.id) AS total
+FROM customers c""",
+    ),
 ]
 
 # views/70_aggregates.sql: MIN and MAX under deletes (kept from the change, a group rescanned
@@ -350,6 +360,17 @@ SELECT country, COUNT(*) FILTER (WHERE score > 2) AS high, MIN(score) FILTER (WH
        MAX(score) FILTER (WHERE id < 5) AS hi, AVG(score) FILTER (WHERE score > 0) AS mean,
        sort_array(collect_set(name) FILTER (WHERE score > 1)) AS names
 FROM customers GROUP BY country""",
+    ),
+    # the same scalar subquery over a constant CTE in the SELECT list and in GROUP BY, and one
+    # outside the aggregate
+    ViewSpec(
+        "status_buckets",
+        """
+WITH params AS (SELECT 'shipped' AS good, 100 AS bonus)
+SELECT CASE WHEN status = (SELECT good FROM params) THEN 'good' ELSE 'other' END AS bucket,
+       COUNT(*) AS cnt, SUM(qty) + (SELECT bonus FROM params) AS total
+FROM orders
+GROUP BY CASE WHEN status = (SELECT good FROM params) THEN 'good' ELSE 'other' END""",
     ),
 ]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from test_build import CATALOG, FIRST_LINE, views
 
-from ivm_sql.compiler import compile_views, render
+from ivm_sql.compiler.order import compile_views
+from ivm_sql.compiler.render import render
 from ivm_sql.errors import IvmError, SqlError, UnsupportedError
 from ivm_sql.physical.policy import FULL_REASON, strict_refusal
 from ivm_sql.refresh_policy import RefreshPolicy

@@ -12,7 +12,7 @@ from sqlglot import exp
 from ivm_sql.algebra.nodes import Aggregate, Distinct, Node, Recompute, Scan, Select, UnionAll
 from ivm_sql.algebra.prune import prune
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.compiler import compile_views
+from ivm_sql.compiler.order import compile_views
 from ivm_sql.errors import Location
 from ivm_sql.incremental.recompute import stored_columns
 from ivm_sql.incremental.stages import Stage

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 
-from ivm_sql.compiler import EVERY_REFRESH_REASON
+from ivm_sql.compiler.routing import EVERY_REFRESH_REASON
 from ivm_sql.errors import IvmError, SqlError
 from ivm_sql.physical import bounds
 from ivm_sql.project import Project

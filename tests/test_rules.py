@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from ivm_sql.algebra.nodes import AggCall, Aggregate, Node, Scan, Select, UnionAll, scans
 from ivm_sql.catalog import StaticCatalog
-from ivm_sql.compiler import compile_views
+from ivm_sql.compiler.order import compile_views
 from ivm_sql.errors import Location
 from ivm_sql.incremental import aggregate, bag, delta, distinct, snapshot
 from ivm_sql.incremental.stages import plan_stages

@@ -25,7 +25,7 @@ from oracle import (
     views_file,
 )
 
-from ivm_sql.compiler import EVERY_REFRESH_REASON
+from ivm_sql.compiler.routing import EVERY_REFRESH_REASON
 from ivm_sql.incremental.stages import TEMPORAL
 from ivm_sql.incremental.temporal import micros
 from ivm_sql.project import Project

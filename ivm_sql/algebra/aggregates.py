@@ -141,7 +141,12 @@ def _sorted_away(call: exp.Expression) -> bool:
     )
 
 
-def build(builder, select: exp.Select, sources, condition) -> Node:
+def build(builder, select: exp.Select, sources, condition, one_row: set[str] = frozenset()) -> Node:
+    """The aggregate of ``select`` over ``sources``, and the projection above it.
+
+    A column of a ``one_row`` input (a scalar subquery over a constant) outside every
+    aggregate reads that input again above the aggregate: a join with a constant, whose
+    change is zero (DBSP: the join's terms with the constant's Δ vanish)."""
     group = select.args.get("group")
     keys = list(group.expressions) if group is not None else []
     found: list[exp.Expression] = []
@@ -174,23 +179,29 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
             return node
 
         result = expression.copy().transform(replace)
-        require_grouped(builder, result, AGGREGATE_INPUT)
+        require_grouped(builder, result, AGGREGATE_INPUT, one_row)
         return result
 
     exprs = tuple(rewrite(e.this if isinstance(e, exp.Alias) else e) for e in select.expressions)
     having = select.args.get("having")
+    having = rewrite(having.this) if having is not None else None
+    read = {c.table for e in (*exprs, having) if e is not None for c in e.find_all(exp.Column)}
+    constants = tuple((name, node) for name, node in sources if name in one_row and name in read)
     return Select(
-        ((AGGREGATE_INPUT, stateful),),
-        rewrite(having.this) if having is not None else None,
+        ((AGGREGATE_INPUT, stateful), *constants),
+        having,
         builder.output_names(select),
         exprs,
     )
 
 
-def require_grouped(builder, expression: exp.Expression, grouped: str) -> None:
-    """Refuse a column of ``expression`` (over the grouped rows) not read from ``grouped``."""
+def require_grouped(
+    builder, expression: exp.Expression, grouped: str, one_row: set[str] = frozenset()
+) -> None:
+    """Refuse a column of ``expression`` (over the grouped rows) not read from ``grouped``
+    (or from an input of one fixed row)."""
     for column in expression.find_all(exp.Column):
-        if column.table != grouped:
+        if column.table != grouped and column.table not in one_row:
             raise SqlError(
                 f"column {column.sql('spark')} is neither grouped nor aggregated in view {builder.view.name}",
                 location=builder.view.locate(column),

@@ -201,7 +201,7 @@ class Builder:
         ):
             node = windows.build(self, select, sources, condition)
         elif group is not None or calls or select.args.get("having"):
-            node = aggregates.build(self, select, sources, condition)
+            node = aggregates.build(self, select, sources, condition, inputs.one_row)
         else:
             node = Select(
                 sources,
@@ -288,6 +288,12 @@ class Builder:
         result = select.copy()
         expressions = [subqueries.scalars(self, inputs, e.copy(), ctes) for e in result.expressions]
         result.set("expressions", [inputs.rename(e) for e in expressions])
+        group = result.args.get("group")
+        if group is not None:  # a GROUP BY expression repeats the SELECT list's subqueries
+            group.set(
+                "expressions",
+                [subqueries.scalars(self, inputs, e, ctes) for e in group.expressions],
+            )
         for key in ("group", "having", "qualify", "order"):
             if result.args.get(key) is not None:
                 result.set(key, inputs.rename(result.args[key]))

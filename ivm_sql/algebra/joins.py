@@ -31,6 +31,12 @@ class Inputs:
     conditions: list[exp.Expression] = field(default_factory=list)
     renames: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     wrapped: int = 0
+    # a scalar subquery's SQL -> the column of the input joined for it: the same subquery in
+    # the SELECT list and in GROUP BY reads one input, so the two stay the same expression
+    scalar_columns: dict[tuple[str, bool], exp.Expression] = field(default_factory=dict)
+    # joined inputs of exactly one fixed row (a scalar subquery over a constant): like a
+    # literal, their columns may appear outside an aggregate over the grouped rows
+    one_row: set[str] = field(default_factory=set)
 
     @property
     def condition(self) -> exp.Expression | None:

@@ -7,6 +7,9 @@
 - An uncorrelated scalar subquery (an aggregate without GROUP BY: exactly one row) is
   cross-joined; a correlated one compared in WHERE (TPC-H Q2, Q17, Q20) becomes a join
   with the aggregate grouped by the correlation columns.
+- A correlated lookup (``(SELECT name FROM wh WHERE wh.id = t.id)``, no aggregate) is the
+  same join, with the value and the number of rows per correlation value; an outer row
+  whose value has two rows fails with Spark's own error, as Spark's single join does.
 - A subquery in HAVING (TPC-H Q11): the grouped query moves into FROM and HAVING becomes
   the WHERE over it, where the rules above apply.
 """
@@ -17,7 +20,7 @@ from sqlglot import exp
 
 from ivm_sql.algebra import aggregates, constants
 from ivm_sql.algebra.joins import Inputs
-from ivm_sql.sqlbuild import alias, col, subquery
+from ivm_sql.sqlbuild import alias, col, lit, subquery
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
@@ -79,11 +82,16 @@ def _outside_subqueries(expression: exp.Expression, find) -> list[exp.Expression
 def scalars(
     builder, inputs: Inputs, expression: exp.Expression, ctes, in_where: bool = False
 ) -> exp.Expression:
-    """``expression`` with each scalar subquery replaced by a column of a joined input."""
+    """``expression`` with each scalar subquery replaced by a column of a joined input; a
+    subquery already joined (the same SQL, met in the SELECT list and again in GROUP BY)
+    reads the same input."""
     for sub in list(expression.find_all(exp.Subquery)):
         if isinstance(sub.parent, (exp.Exists, exp.In)):
             continue
-        replacement = _scalar(builder, inputs, sub, ctes, in_where)
+        key = (sub.sql("spark"), in_where)
+        if key not in inputs.scalar_columns:
+            inputs.scalar_columns[key] = _scalar(builder, inputs, sub, ctes, in_where)
+        replacement = inputs.scalar_columns[key].copy()
         if sub is expression:
             return replacement
         sub.replace(replacement)
@@ -101,7 +109,13 @@ def _scalar(builder, inputs: Inputs, sub: exp.Subquery, ctes, in_where: bool) ->
     if constant is not None:
         node = constants.scalar(constant)
         inputs.sources.append((name, node))
+        inputs.one_row.add(name)
         return col(node.columns[0], name)
+    if _is_lookup(query):
+        correlated, local = _split(query)
+        return _correlated_scalar(
+            builder, inputs, sub, query, correlated, local, name, ctes, in_where
+        )
     if (
         not isinstance(query, exp.Select)
         or query.args.get("group")
@@ -112,7 +126,8 @@ def _scalar(builder, inputs: Inputs, sub: exp.Subquery, ctes, in_where: bool) ->
             sub,
             "a scalar subquery that is not one aggregate without GROUP BY",
             "Spark fails at run time when a scalar subquery returns more than one row; ivm keeps those "
-            "that always return one: select one aggregate, without GROUP BY, or read no table",
+            "that always return one (one aggregate without GROUP BY, or no table read) and lookups "
+            "correlated by equalities (SELECT name FROM wh WHERE wh.id = t.id)",
         )
     correlated, local = _split(query)
     if correlated:
@@ -124,6 +139,25 @@ def _scalar(builder, inputs: Inputs, sub: exp.Subquery, ctes, in_where: bool) ->
     return col(node.columns[0], name)
 
 
+def _is_lookup(query: exp.Expression) -> bool:
+    """One value, no aggregate, read where the outer row's columns say: at most one row per
+    outer row when the data allows it, and Spark's error when it does not."""
+    return (
+        isinstance(query, exp.Select)
+        and len(query.expressions) == 1
+        and not list(aggregates.calls_in(query.expressions[0]))
+        and not any(query.args.get(k) for k in ("group", "having", "distinct", "limit", "order"))
+        and bool(_split(query)[0])
+    )
+
+
+# Spark's SCALAR_SUBQUERY_TOO_MANY_ROWS, raised by a lookup that finds two rows
+TOO_MANY_ROWS = (
+    "[SCALAR_SUBQUERY_TOO_MANY_ROWS] More than one row returned by a subquery used as an "
+    "expression. SQLSTATE: 21000"
+)
+
+
 def _correlated_scalar(
     builder, inputs, sub, query, correlated, local, name, ctes, in_where
 ) -> exp.Expression:
@@ -133,7 +167,15 @@ def _correlated_scalar(
     an inner join (bilinear: maintained from the changes). Anywhere else, or when the value
     over no rows is not NULL (COUNT's 0: the COUNT bug), a LEFT JOIN, recomputed per touched
     correlation value, where an outer row without a group takes the subquery's value over no
-    rows, as Spark's own decorrelation does (each aggregate's result on an empty input)."""
+    rows, as Spark's own decorrelation does (each aggregate's result on an empty input).
+
+    A lookup (``_is_lookup``) is the aggregate ``MAX(value)`` with ``COUNT(*)`` beside it:
+    over one row, the value itself; over two, the outer rows that read it fail with
+    ``TOO_MANY_ROWS``, and only those, as in Spark (its single join checks matched rows)."""
+    lookup = _is_lookup(query)
+    if lookup:
+        query = query.copy()
+        query.set("expressions", [exp.Max(this=_unalias(query.expressions[0]).copy())])
     pairs = []
     for conjunct in correlated:
         inner_side, outer_side = _sides(conjunct, _aliases(query))
@@ -158,7 +200,8 @@ def _correlated_scalar(
     grouped.set(
         "expressions",
         [alias(inner.copy(), f"k{i}") for i, (inner, _) in enumerate(pairs)]
-        + [alias(value.copy(), "v")],
+        + [alias(value.copy(), "v")]
+        + ([alias(exp.Count(this=exp.Star()), "n")] if lookup else []),
     )
     grouped.set("group", exp.Group(expressions=[inner.copy() for inner, _ in pairs]))
     node = builder.query(grouped, ctes)
@@ -166,16 +209,25 @@ def _correlated_scalar(
         exp.EQ(this=outer.copy(), expression=col(f"k{i}", name))
         for i, (_, outer) in enumerate(pairs)
     ]
+    if lookup:
+        found = exp.Case(
+            ifs=[
+                exp.If(this=exp.GT(this=col("n", name), expression=lit(1)), true=_too_many_rows())
+            ],
+            default=col("v", name),
+        )
+    else:
+        found = col("v", name)
     if in_where and isinstance(sub.parent, COMPARISONS) and _null_on_empty(value):
         inputs.sources.append((name, node))
         inputs.conditions.extend(inputs.rename(condition) for condition in on)
-        return col("v", name)
+        return found
     inputs.join(
         "LEFT OUTER", name, node, exp.and_(*on), "correlated scalar subquery per correlation value"
     )
     empty = _on_empty(value)
     if isinstance(empty, exp.Null):
-        return col("v", name)
+        return found
     missing = exp.Is(this=col("k0", name), expression=exp.Null())
     return exp.Case(ifs=[exp.If(this=missing, true=empty)], default=col("v", name))
 
@@ -188,6 +240,10 @@ EMPTY_ARRAY_ON_EMPTY = (exp.ArrayAgg, exp.ArrayUniqueAgg)
 OPAQUE_ON_EMPTY = ("count_min_sketch", "bitmap_construct_agg", "bitmap_or_agg", "bitmap_and_agg")
 # Operators that are NULL when an operand is.
 NULL_STRICT = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.Paren, exp.Cast)
+
+
+def _too_many_rows() -> exp.Expression:
+    return exp.Anonymous(this="raise_error", expressions=[lit(TOO_MANY_ROWS)])
 
 
 def _empty_result(call: exp.Expression) -> exp.Expression:

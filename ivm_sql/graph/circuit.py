@@ -26,23 +26,29 @@ from ivm_sql.algebra.nodes import (
     Aggregate,
     Constant,
     Node,
-    Recompute,
-    Recursive,
     Scan,
     Select,
     UnionAll,
     scans,
 )
-from ivm_sql.compiler import ViewPlan
+from ivm_sql.compiler.plan import ViewPlan
 from ivm_sql.graph.model import Graph, GraphBuilder, Kind
-from ivm_sql.incremental.stages import Stage
+from ivm_sql.incremental import join
+from ivm_sql.incremental.stages import (
+    AggregateStage,
+    BagStage,
+    DistinctStage,
+    FixpointStage,
+    RecomputeStage,
+    Stage,
+)
 from ivm_sql.sqlbuild import DIALECT
 
 STAGE_OPERATORS = {
-    "bag": Kind.INTEGRATE,
-    "distinct": Kind.DISTINCT,
-    "aggregate": Kind.AGGREGATE,
-    "fixpoint": Kind.FIXED_POINT,
+    BagStage: Kind.INTEGRATE,
+    DistinctStage: Kind.DISTINCT,
+    AggregateStage: Kind.AGGREGATE,
+    FixpointStage: Kind.FIXED_POINT,
 }
 CALLS = {
     "count_star": "COUNT(*)",
@@ -58,9 +64,9 @@ PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def stage_operator(stage: Stage) -> Kind:
     """The DBSP operator that keeps a stage's state."""
-    if isinstance(stage.node, Recompute):
+    if isinstance(stage, RecomputeStage):
         return Kind.RECOMPUTE_ALL if stage.recomputes_all else Kind.RECOMPUTE_KEYS
-    return STAGE_OPERATORS[stage.kind]
+    return STAGE_OPERATORS[type(stage)]
 
 
 def view_circuit(plan: ViewPlan, view_tables: Mapping[str, str]) -> Graph:
@@ -100,7 +106,7 @@ class _Circuit:
         """The stage's operators; returns its stateful operator, which keeps the stage's table."""
         kind = stage_operator(stage)
         details = (*_summary(stage), stage.strategy)
-        if isinstance(stage.node, Recursive):
+        if isinstance(stage, FixpointStage):
             anchor = self.operator(stage.node.anchor)
             node = self.builder.add(kind, kind.value, details, state=stage.table)
             # each iteration's rows go round the loop again
@@ -109,7 +115,7 @@ class _Circuit:
         else:
             inputs = (
                 [self.operator(child) for child in stage.node.inputs]
-                if isinstance(stage.node, Recompute)
+                if isinstance(stage, RecomputeStage)
                 else [self.operator(stage.input)]
             )
             node = self.builder.add(kind, kind.value, details, state=stage.table)
@@ -162,22 +168,22 @@ class _Circuit:
         total = self.builder.add(
             Kind.LINEAR, "linear", (f"sum of the {len(aliases)} join terms", *_select_details(node))
         )
-        for i, change in enumerate(changes):
-            term = self.builder.add(Kind.JOIN_TERM, f"join term {i + 1}", (_term(aliases, i),))
-            self.builder.connect(change, term, "Δ")
-            for j, integral in enumerate(integrals):
-                if j != i:
-                    self.builder.connect(integral, term, "new" if j < i else "old")
+        for i, reads in enumerate(join.term_inputs(len(aliases))):
+            term = self.builder.add(Kind.JOIN_TERM, f"join term {i + 1}", (_term(aliases, reads),))
+            self.builder.connect(changes[reads.index(join.CHANGE)], term, join.CHANGE)
+            for read, integral in zip(reads, integrals):
+                if read != join.CHANGE:
+                    self.builder.connect(integral, term, read)
             self.builder.connect(term, total)
         return total
 
 
-def _term(aliases: list[str], i: int) -> str:
-    """Term i of the n-way join: ``a_new ⋈ Δb ⋈ c_old``."""
-    parts = [
-        f"{a}_new" if j < i else f"Δ{a}" if j == i else f"{a}_old" for j, a in enumerate(aliases)
-    ]
-    return " ⋈ ".join(parts)
+def _term(aliases: list[str], reads: tuple[str, ...]) -> str:
+    """A term of the n-way join as it reads its inputs: ``a_new ⋈ Δb ⋈ c_old``."""
+    return " ⋈ ".join(
+        f"{join.CHANGE}{a}" if read == join.CHANGE else f"{a}_{read}"
+        for a, read in zip(aliases, reads)
+    )
 
 
 def _select_details(node: Select) -> list[str]:
@@ -203,11 +209,11 @@ def _summary(stage: Stage) -> list[str]:
     """What the stateful operator computes, before its strategy."""
     if stage.aggregate is not None:
         return _aggregate_summary(stage.aggregate)
-    if stage.kind == "distinct":
+    if isinstance(stage, DistinctStage):
         return [_brief(f"each row of ({', '.join(stage.node.columns)}) once")]
-    if stage.kind == "bag":
+    if isinstance(stage, BagStage):
         return ["the view's rows, each with its multiplicity"]
-    if isinstance(stage.node, Recursive):
+    if isinstance(stage, FixpointStage):
         return [
             f"WITH RECURSIVE {stage.node.name}: anchor + recursive term, repeated until nothing changes"
         ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ivm_sql.compiler import ViewPlan
+from ivm_sql.compiler.plan import ViewPlan
 from ivm_sql.graph.circuit import stage_operator
 from ivm_sql.graph.model import Graph, GraphBuilder, Kind
 from ivm_sql.incremental.stages import Stage

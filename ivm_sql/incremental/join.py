@@ -22,6 +22,18 @@ from ivm_sql.sqlbuild import WEIGHT, alias, col, lit, product, subquery, union_a
 Snapshot = Callable[[Node, Pins, str], exp.Query]
 Delta = Callable[[Node, Pins], "exp.Query | None"]
 
+CHANGE = "Δ"  # an input read as its change; "new" and "old" are its versions
+
+
+def term_inputs(count: int) -> list[tuple[str, ...]]:
+    """How each term of the n-way rule reads each input: term i reads input j at its new
+    version before i, as its change at i, at its old version after i. The refresh's SQL
+    (``select_delta``) and `ivm graph`'s circuit are both built from this."""
+    return [
+        tuple("new" if j < i else CHANGE if j == i else "old" for j in range(count))
+        for i in range(count)
+    ]
+
 
 def select_snapshot(node: Select, pins: Pins, when: str, snapshot: Snapshot) -> exp.Select:
     sources = [_snapshot_source(name, child, pins, when, snapshot) for name, child in node.sources]
@@ -32,17 +44,16 @@ def select_delta(node: Select, pins: Pins, snapshot: Snapshot, delta: Delta) -> 
     """The terms of the n-way rule, filtered at the new time, and, for a filter on the clock
     that moved, the rows whose bound it passed (``temporal``)."""
     terms = []
-    for i, (name, child) in enumerate(node.sources):
+    for (name, child), reads in zip(node.sources, term_inputs(len(node.sources))):
         change = delta(child, pins)
         if change is None:
             continue
         sources = []
-        for j, (other_name, other) in enumerate(node.sources):
-            if j == i:
+        for (other_name, other), read in zip(node.sources, reads):
+            if read == CHANGE:
                 sources.append((subquery(change, name), col(WEIGHT, name)))
             else:
-                when = "new" if j < i else "old"
-                sources.append(_snapshot_source(other_name, other, pins, when, snapshot))
+                sources.append(_snapshot_source(other_name, other, pins, read, snapshot))
         terms.append(_assemble(node, sources, _conditions(node, pins, "new")))
     if reads_clock(node.condition) and pins[CLOCK].changed:
         terms.append(_clock_term(node, pins, snapshot))

@@ -11,6 +11,7 @@ is what makes refreshing the stages in order correct.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from sqlglot import exp
 
@@ -54,23 +55,25 @@ TEMPORAL = "temporal filter: rows enter and leave as the clock passes their boun
 
 @dataclass(frozen=True, eq=False)
 class Stage:
-    """One Delta table of a view and what feeds it.
+    """One Delta table of a view and what feeds it; one subclass per kind of operator
+    kept in the table, each with DBSP's rule for it (``initial_query``, ``change_query``,
+    ``merge``).
 
     ``node`` is the stateless input tree for a bag or DISTINCT stage, and the stateful
     operator itself (its inputs lowered) for an aggregate, recompute or fixpoint stage.
     """
 
     table: str
-    kind: str  # "bag" | "distinct" | "aggregate" | "recompute" | "fixpoint"
     node: Node
+    kind: ClassVar[str]  # its name in `ivm compile`, `--json` and the plan's fingerprint
 
     @property
     def input(self) -> Node:
-        return self.node.input if isinstance(self.node, Aggregate) else self.node
+        return self.node
 
     @property
     def aggregate(self) -> Aggregate | None:
-        return self.node if isinstance(self.node, Aggregate) else None
+        return None
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -85,12 +88,12 @@ class Stage:
     @property
     def recomputes_all(self) -> bool:
         """A recompute with one global key: any change recomputes the whole operator."""
-        return isinstance(self.node, Recompute) and not any(self.node.keys)
+        return False
 
     @property
     def every_refresh(self) -> bool:
         """Recomputed by every refresh, changed sources or not (it reads the current time)."""
-        return isinstance(self.node, Recompute) and self.node.every_refresh
+        return False
 
     @property
     def reads_clock(self) -> bool:
@@ -101,67 +104,142 @@ class Stage:
     @property
     def scope(self) -> str:
         """What a refresh redoes: incremental, recompute touched keys, or recompute all."""
-        if not isinstance(self.node, Recompute):
-            return "incremental"
-        if not self.recomputes_all:
-            return "recompute touched keys"
-        return (
-            "recompute all on every refresh"
-            if self.every_refresh
-            else "recompute all on any change"
-        )
+        return "incremental"
+
+    @property
+    def method(self) -> str:
+        """How a change is applied, or why the stage recomputes."""
+        return METHODS[self.kind]
 
     @property
     def strategy(self) -> str:
         """The scope and how, or why: shown by `ivm compile`, `ivm refresh` and `ivm graph`."""
-        method = self.node.reason if isinstance(self.node, Recompute) else METHODS[self.kind]
-        if self.aggregate is not None and extremes.calls(self.aggregate):
-            method = METHODS["extremes"]
+        method = self.method
         if self.reads_clock and not self.every_refresh:
             method += f"; {TEMPORAL}"
         return f"{self.scope}: {method}"
 
     def initial_query(self, pins: Pins) -> exp.Select:
         """The stage's whole content at the pinned versions (first load, or a recompute)."""
-        if isinstance(self.node, Recompute):
-            return recompute.initial(self.node, pins)
-        if isinstance(self.node, Recursive):
-            return fixpoint.seed_initial(self.node, pins)
-        contents = snapshot(self.input, pins, "new")
-        if isinstance(self.node, Aggregate):
-            return aggregate.initial(self.node, contents)
-        return bag.initial(self.node.columns, contents)
+        return bag.initial(self.node.columns, snapshot(self.node, pins, "new"))
 
     def change_query(self, pins: Pins) -> exp.Select | None:
         """The consolidated change of the stage's table between the old and new pins, in the
         shape its MERGE applies; None when no source changed."""
-        if isinstance(self.node, Recompute):
-            return recompute.change(self.node, self.table, pins)
-        if isinstance(self.node, Recursive):
-            return fixpoint.seed_change(self.node, self.table, pins)
-        changes = delta(self.input, pins)
-        if changes is None:
-            return None
-        if isinstance(self.node, Aggregate):
-            return aggregate.change(self.node, changes, self.table)
-        module = distinct if self.kind == "distinct" else bag
-        return module.change(self.node.columns, changes)
+        changes = delta(self.node, pins)
+        return None if changes is None else bag.change(self.node.columns, changes)
 
     def merge(self, change: exp.Query) -> exp.Merge:
         """The MERGE that adds ``change`` (a query in ``change_query``'s shape) to the table."""
-        if isinstance(self.node, Recompute):
-            return bag.merge(self.table, recompute.stored_columns(self.node), change)
-        if isinstance(self.node, Recursive):
-            return bag.merge(self.table, self.node.columns, change)
-        if isinstance(self.node, Aggregate):
-            return aggregate.merge(self.table, self.node, change)
-        module = distinct if self.kind == "distinct" else bag
-        return module.merge(self.table, self.node.columns, change)
+        return bag.merge(self.table, self.node.columns, change)
 
     def merge_statement(self, pins: Pins) -> exp.Merge | None:
         """The MERGE that applies the change between the old and new pins; None if none."""
         change = self.change_query(pins)
         return None if change is None else self.merge(change)
+
+
+class BagStage(Stage):
+    """The view's own rows with their multiplicities: linear and join operators pass their
+    change through (DBSP: a linear operator is its own incremental version; a join expands
+    bilinearly), and the table integrates it."""
+
+    kind = "bag"
+
+
+class DistinctStage(Stage):
+    """DISTINCT over its input: a count per row, a row in or out as its count crosses zero
+    (DBSP, Prop. 4.7: distinct_incremental)."""
+
+    kind = "distinct"
+
+    def change_query(self, pins: Pins) -> exp.Select | None:
+        changes = delta(self.node, pins)
+        return None if changes is None else distinct.change(self.node.columns, changes)
+
+    def merge(self, change: exp.Query) -> exp.Merge:
+        return distinct.merge(self.table, self.node.columns, change)
+
+
+class AggregateStage(Stage):
+    """GROUP BY with aggregates kept from the change alone (COUNT, SUM, AVG; MIN and MAX with
+    the extreme's count): DBSP, Section 4.2, over the group's state."""
+
+    kind = "aggregate"
+    node: Aggregate
+
+    @property
+    def input(self) -> Node:
+        return self.node.input
+
+    @property
+    def aggregate(self) -> Aggregate:
+        return self.node
+
+    @property
+    def method(self) -> str:
+        return METHODS["extremes" if extremes.calls(self.node) else "aggregate"]
+
+    def initial_query(self, pins: Pins) -> exp.Select:
+        return aggregate.initial(self.node, snapshot(self.node.input, pins, "new"))
+
+    def change_query(self, pins: Pins) -> exp.Select | None:
+        changes = delta(self.node.input, pins)
+        return None if changes is None else aggregate.change(self.node, changes, self.table)
+
+    def merge(self, change: exp.Query) -> exp.Merge:
+        return aggregate.merge(self.table, self.node, change)
+
+
+class RecomputeStage(Stage):
+    """An operator without an incremental rule, recomputed for the keys a change touches
+    (or whole, with one global key), and the rows it stored for them replaced."""
+
+    kind = "recompute"
+    node: Recompute
+
+    @property
+    def recomputes_all(self) -> bool:
+        return not any(self.node.keys)
+
+    @property
+    def every_refresh(self) -> bool:
+        return self.node.every_refresh
+
+    @property
+    def scope(self) -> str:
+        if not self.recomputes_all:
+            return "recompute touched keys"
+        if self.every_refresh:
+            return "recompute all on every refresh"
+        return "recompute all on any change"
+
+    @property
+    def method(self) -> str:
+        return self.node.reason
+
+    def initial_query(self, pins: Pins) -> exp.Select:
+        return recompute.initial(self.node, pins)
+
+    def change_query(self, pins: Pins) -> exp.Select | None:
+        return recompute.change(self.node, self.table, pins)
+
+    def merge(self, change: exp.Query) -> exp.Merge:
+        return bag.merge(self.table, recompute.stored_columns(self.node), change)
+
+
+class FixpointStage(Stage):
+    """A recursive CTE's fixed point: the recursive term iterated over the change until it is
+    empty (DBSP, Section 6: recursive queries, semi-naive evaluation), its rows kept as a bag."""
+
+    kind = "fixpoint"
+    node: Recursive
+
+    def initial_query(self, pins: Pins) -> exp.Select:
+        return fixpoint.seed_initial(self.node, pins)
+
+    def change_query(self, pins: Pins) -> exp.Select | None:
+        return fixpoint.seed_change(self.node, self.table, pins)
 
 
 class Lowering:
@@ -202,23 +280,24 @@ class Lowering:
             lowered = self.lower(node)
         name = self.table_name(final)  # after lowering: inner stages are numbered first
         computes = (
-            _computes(Stage(name, "aggregate", lowered))
+            _computes(AggregateStage(name, lowered))
             if isinstance(node, Aggregate) and not final
             else None
         )
         kept = self._kept.get(computes) if computes is not None else None
         if kept is not None:  # the same state twice (a WITH read twice, TPC-H Q15): kept once
             return aggregate.reader(kept.table, node)
+        stage: Stage
         if isinstance(node, Aggregate):
-            stage, output = Stage(name, "aggregate", lowered), aggregate.reader(name, node)
+            stage, output = AggregateStage(name, lowered), aggregate.reader(name, node)
         elif isinstance(node, Distinct):
-            stage, output = Stage(name, "distinct", lowered.input), distinct.reader(name, node)
+            stage, output = DistinctStage(name, lowered.input), distinct.reader(name, node)
         elif isinstance(node, Recompute):
-            stage, output = Stage(name, "recompute", lowered), recompute.reader(name, node)
+            stage, output = RecomputeStage(name, lowered), recompute.reader(name, node)
         elif isinstance(node, Recursive):
-            stage, output = Stage(name, "fixpoint", lowered), bag.reader(name, node)
+            stage, output = FixpointStage(name, lowered), bag.reader(name, node)
         else:
-            stage, output = Stage(name, "bag", lowered), bag.reader(name, node)
+            stage, output = BagStage(name, lowered), bag.reader(name, node)
         self.stages.append(stage)
         if computes is not None:
             self._kept.setdefault(computes, stage)

@@ -38,7 +38,7 @@ RECOMPUTED_BELOW = " was recomputed"
 
 
 class PlannedView(Protocol):
-    """What a STRICT check reads of a view's plan (``compiler.ViewPlan`` is one): a layer
+    """What a STRICT check reads of a view's plan (``compiler.plan.ViewPlan`` is one): a layer
     below the compiler names only the shape it needs."""
 
     view: ViewDef

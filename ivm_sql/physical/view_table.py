@@ -8,7 +8,7 @@ and counts): the view reads each column as a stored column, or computes it while
 PARTITIONED BY and CLUSTER BY take view columns read straight from a stored column, named
 in the table as that column.
 
-A change of these clauses changes the last stage's fingerprint (``compiler.plan_fingerprint``),
+A change of these clauses changes the last stage's fingerprint (``compiler.plan.plan_fingerprint``),
 so the next refresh rebuilds that table alone: partitioning and clustering are how its files
 are written, and one rule for all the clauses keeps the record of what a table holds in one
 place (its plan fingerprint).

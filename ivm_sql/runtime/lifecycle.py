@@ -3,7 +3,7 @@ no view any more (orphaned), dropping them, and compacting the rest.
 
 ivm's own tables are recognised by two marks together, never by their name alone: the name
 starts with ``__ivm_`` and the Delta table's properties hold ``ivm.plan``, which ivm sets when
-it creates a stage table (``compiler.create_table``) and a user's table does not have. Which
+it creates a stage table (``compiler.plan.create_table``) and a user's table does not have. Which
 project's they are, when several share a database, says the record of their last refresh
 (its ``project``, the project's folder; a record from before ivm wrote it counts as this
 project's). The Spark view users query is ivm's when it reads nothing but that view's ivm
@@ -24,7 +24,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ivm_sql.catalog import first_line
-from ivm_sql.compiler import ViewPlan
+from ivm_sql.compiler.plan import ViewPlan
 from ivm_sql.errors import IvmError
 from ivm_sql.physical import execution
 from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, describe, table, to_sql

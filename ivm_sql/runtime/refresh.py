@@ -16,7 +16,6 @@ it read; when another did, the stage is looked at again (``storage.concurrent``)
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,11 +28,11 @@ from pyspark.errors import PySparkException
 from sqlglot import exp
 
 from ivm_sql.catalog import first_line
-from ivm_sql.compiler import ViewPlan, overwrite_table, stored_columns
+from ivm_sql.compiler.plan import ViewPlan, overwrite_table, stored_columns
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental import extremes
-from ivm_sql.incremental.stages import Stage
+from ivm_sql.incremental.stages import FixpointStage, RecomputeStage, Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import bounds, execution, layout, materialize
@@ -107,6 +106,51 @@ class StageStart:
     stage_number: int
     stages: int
     kind: str  # "bag", "distinct", "aggregate", "recompute", "fixpoint"
+
+
+@dataclass(frozen=True)
+class StageState:
+    """What a stage table's log says as a refresh looks at it: whether it exists, its
+    latest version, and the newest ivm record (and the version that holds it)."""
+
+    exists: bool
+    latest: int | None
+    record_version: int | None
+    record: dict
+
+
+@dataclass
+class Decision:
+    """What a changed stage needs: a recompute, for ``reason``, or (reason None) the change
+    between the recorded versions and the pins, over ``changed_rows`` source rows."""
+
+    cost: CostModel  # the view's, under its refresh policy
+    reason: str | None
+    pins: Pins = field(default_factory=dict)
+    changed_rows: int = 0
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """What a stage's commit records in its userMetadata (``storage.delta_log``): the table
+    ids and versions of its sources it reflects, its plan's fingerprint, the base tables'
+    versions below it, the time its filters were evaluated at, and whose project it is."""
+
+    ids: dict[str, str | None]
+    plan: str
+    sources: dict[str, int]
+    base: dict[str, int]
+    now: int | None = None
+    project: str | None = None
+
+    def as_dict(self) -> dict:
+        kept = {"ids": self.ids, "plan": self.plan, "sources": self.sources, "base": self.base}
+        optional = {"now": self.now, "project": self.project}
+        return {**kept, **{k: v for k, v in optional.items() if v is not None}}
+
+    def is_in(self, committed: dict) -> bool:
+        """Whether ``committed``, a record read back from a commit, is this one."""
+        return committed == {"ivm": 1, **self.as_dict()}
 
 
 @contextmanager
@@ -289,104 +333,151 @@ class Refresher:
     def _refresh_stage(
         self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]
     ) -> tuple[str, str]:
-        exists = self._run(lambda: self.log.exists(stage.table), stage.table)
-        latest, record_version, record = (
-            self.log.recorded(stage.table) if exists else (None, None, {})
-        )
-        recorded: dict[str, int] = record.get("sources", {})
-        if self._ahead(stage, record):
+        """Decide what the stage needs, do it in one compare-and-swap commit, and describe
+        what was done as the report's (action, reason)."""
+        state = self._state_of(stage)
+        if self._ahead(stage, state.record):
             self.ahead.add(stage.table)
-            self._adopt(stage.table, latest, record)
+            self._adopt(stage.table, state.latest, state.record)
             return "unchanged", ""
+        decision = self._decide(stage, fingerprint, state, report, own_tables)
+        if decision is None:
+            self._adopt(stage.table, state.latest, state.record)
+            return "unchanged", ""
+        reason = self._execute(stage, fingerprint, state, decision, report, own_tables)
+        return self._describe(stage, state.exists, reason)
+
+    def _state_of(self, stage: Stage) -> StageState:
+        exists = self._run(lambda: self.log.exists(stage.table), stage.table)
+        if not exists:
+            return StageState(False, None, None, {})
+        return StageState(True, *self.log.recorded(stage.table))
+
+    def _decide(
+        self,
+        stage: Stage,
+        fingerprint: str,
+        state: StageState,
+        report: ViewReport,
+        own_tables: set[str],
+    ) -> Decision | None:
+        """Recompute (and why), apply the change, or None: the stage is up to date. Counts
+        the changed source rows into ``report``; refuses a STRICT view's recompute."""
         plan = self.plan_of[stage.table]
         cost = self.cost.under(plan.policy)
-        reason = self.recomputes.forced_reason(stage, fingerprint, exists, record)
-        clock_moved = stage.reads_clock and record.get("now") != self.now
+        recorded: dict[str, int] = state.record.get("sources", {})
+        reason = self.recomputes.forced_reason(stage, fingerprint, state.exists, state.record)
+        clock_moved = stage.reads_clock and state.record.get("now") != self.now
         if (
             reason is None
             and not clock_moved
             and all(recorded[t] == self.current[t] for t in stage.sources)
         ):
-            self._adopt(stage.table, latest, record)
-            return "unchanged", ""
+            return None
+        decision = Decision(cost, reason)
         if reason is None:
-            pins = history.read_pins(self.log, recorded, self.current, stage.sources)
-            changed = self._changed_rows(pins)
+            decision.pins = history.read_pins(self.log, recorded, self.current, stage.sources)
+            changed = self._changed_rows(decision.pins)
+            decision.changed_rows = sum(changed.values())
             report.rows_in += sum(
                 rows for table, rows in changed.items() if table not in own_tables
             )
-            reason = cost.recompute_reason(
+            decision.reason = cost.recompute_reason(
                 changed, lambda table: self.sizes.rows(table, self.current[table])
             )
-        self.recomputes.refuse_strict(plan, reason, own_tables)
+        self.recomputes.refuse_strict(plan, decision.reason, own_tables)
+        return decision
+
+    def _execute(
+        self,
+        stage: Stage,
+        fingerprint: str,
+        state: StageState,
+        decision: Decision,
+        report: ViewReport,
+        own_tables: set[str],
+    ) -> str | None:
+        """Apply the change (or recompute) in one commit carrying the stage's new record,
+        conditional on the record it read (the compare-and-swap); a change that cannot be
+        read or costs more than a recompute falls back to one. Returns the recompute's
+        reason, None for an applied change."""
+        reason = decision.reason
         change = None
         if reason is None:
-            change = stage.change_query(
-                {**pins, CLOCK: clock_versions(record.get("now"), self.now)}
-            )
-        if reason is not None:
+            clock = clock_versions(state.record.get("now"), self.now)
+            change = stage.change_query({**decision.pins, CLOCK: clock})
+        else:
             self._enable_change_feeds(stage)
             self.recomputes.note(stage, reason)
-        base = self._base_versions(stage)
-        new_record = {
-            "ids": {t: self.log.table_id(t) for t in stage.sources},
-            "plan": fingerprint,
-            "sources": {t: self.current[t] for t in stage.sources},
-            "base": base,
-        }
+        record = self._record(stage, fingerprint)
+        before = state.latest if state.exists else -1
+        loaded = None  # rows a recompute wrote: a property change may follow it as the last commit
+        # The compare-and-swap: this commit's txn version is one above the record's commit.
+        txn_version = (state.record_version if state.record_version is not None else before) + 1
+        with delta_log.commit_record(self.spark, record.as_dict(), txn_version):
+            if reason is not None:
+                loaded = self._recompute(stage, state.exists, fingerprint)
+            else:
+                try:
+                    report.add_files_read(
+                        self._apply_change(
+                            stage, change, state.latest, decision.cost, decision.changed_rows
+                        )
+                    )
+                except history.HistoryGone:  # nothing was committed: recompute instead
+                    reason = history.gone_reason(history.changed_ranges(decision.pins))
+                    self.recomputes.refuse_strict(self.plan_of[stage.table], reason, own_tables)
+                    loaded = self._recompute(stage, state.exists, fingerprint)
+                except CheaperToRecompute as cheaper:  # nor here: what the change reads decided
+                    reason = str(cheaper)
+                    loaded = self._recompute(stage, state.exists, fingerprint)
+            if self.log.latest_version(stage.table) == before:
+                # The change consolidated to nothing and Delta committed nothing: record the
+                # new versions anyway, or every later refresh would read them again.
+                self._run(lambda: delta_log.record_only(self.spark, stage.table), stage.table)
+        last = self._landed(stage.table, before, record)
+        self.current[stage.table] = last.version
+        self.base_of[stage.table] = record.base
+        self._keep_time(stage.table, record.now)
+        report.rows_out += last.rows_changed if loaded is None else loaded
+        if reason is not None:
+            self.recomputes.recomputed.add(stage.table)
+        return reason
+
+    def _record(self, stage: Stage, fingerprint: str) -> StageRecord:
+        """What the stage's commit records: the versions (and time) it will reflect."""
         now = (
             self.now
             if stage.reads_clock
             else max((self.now_of[t] for t in stage.sources if t in self.now_of), default=None)
         )
-        if now is not None:
-            new_record["now"] = now
-        if self.project is not None:
-            new_record["project"] = self.project
-        before = latest if exists else -1
-        loaded = None  # rows a recompute wrote: a property change may follow it as the last commit
-        # The compare-and-swap: this commit's txn version is one above the record's commit.
-        txn_version = (record_version if record_version is not None else before) + 1
-        with delta_log.commit_record(self.spark, new_record, txn_version):
-            if reason is not None:
-                loaded = self._recompute(stage, exists, fingerprint)
-            else:
-                try:
-                    report.add_files_read(
-                        self._apply_change(stage, change, latest, cost, sum(changed.values()))
-                    )
-                except history.HistoryGone:  # nothing was committed: recompute instead
-                    reason = history.gone_reason(history.changed_ranges(pins))
-                    self.recomputes.refuse_strict(plan, reason, own_tables)
-                    loaded = self._recompute(stage, exists, fingerprint)
-                except CheaperToRecompute as cheaper:  # nor here: what the change reads decided
-                    reason = str(cheaper)
-                    loaded = self._recompute(stage, exists, fingerprint)
-            if self.log.latest_version(stage.table) == before:
-                # The change consolidated to nothing and Delta committed nothing: record the
-                # new versions anyway, or every later refresh would read them again.
-                self._run(lambda: delta_log.record_only(self.spark, stage.table), stage.table)
-        last = self._landed(stage.table, before, new_record)
-        self.current[stage.table] = last.version
-        self.base_of[stage.table] = base
-        self._keep_time(stage.table, now)
-        report.rows_out += last.rows_changed if loaded is None else loaded
-        if stage.kind == "fixpoint":  # how long the loop ran is part of what happened
+        return StageRecord(
+            ids={t: self.log.table_id(t) for t in stage.sources},
+            plan=fingerprint,
+            sources={t: self.current[t] for t in stage.sources},
+            base=self._base_versions(stage),
+            now=now,
+            project=self.project,
+        )
+
+    def _describe(self, stage: Stage, existed: bool, reason: str | None) -> tuple[str, str]:
+        """The report's (action, reason) for a stage that was written: a recompute, or any
+        partial one, is shown, never silent."""
+        if isinstance(stage, FixpointStage):  # how long the loop ran is part of what happened
             iterations = self.iterations.get(stage.table, 0)
             loop = f"fixed point in {iterations} iteration{'' if iterations == 1 else 's'}"
             if reason is None:
                 return "incremental", loop
             reason = f"{reason}; {loop}"
         if reason is not None:
-            self.recomputes.recomputed.add(stage.table)
-            return ("created" if not exists else "recomputed"), reason
-        if self.rescanned.get(stage.table):  # a partial recompute is shown, never silent
+            return ("created" if not existed else "recomputed"), reason
+        if self.rescanned.get(stage.table):
             groups = self.rescanned[stage.table]
             return (
                 "incremental",
                 f"rescanned {groups} group{'' if groups == 1 else 's'} whose MIN/MAX lost its last row",
             )
-        if stage.kind == "recompute":  # a recompute is shown, never silent
+        if isinstance(stage, RecomputeStage):
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
 
@@ -432,15 +523,14 @@ class Refresher:
         self.base_of[table] = record.get("base", {})
         self._keep_time(table, record.get("now"))
 
-    def _landed(self, table: str, before: int, record: dict) -> delta_log.Commit:
+    def _landed(self, table: str, before: int, record: StageRecord) -> delta_log.Commit:
         """The newest commit since ``before`` holding ``record``, this refresh's. Overtaken
         when another refresh's record is newer: Delta skipped this one's write (or will
         refuse what it builds on), as the txn version said."""
-        wanted = {"ivm": 1, **record}
         for version in range(self.log.latest_version(table), before, -1):
             commit = self.log.commit(table, version)
             if commit.record is not None:
-                if json.loads(json.dumps(wanted)) != commit.record:
+                if not record.is_in(commit.record):
                     raise concurrent.Overtaken(table)
                 return commit
         raise concurrent.Overtaken(table)
@@ -519,7 +609,7 @@ class Refresher:
     def _solved(self, stage: Stage, query: exp.Query) -> Iterator[exp.Query]:
         """For a recursive stage, the sum of its loop's iterations from ``query`` (read from
         memory inside the block); for any other, ``query`` itself."""
-        if stage.kind != "fixpoint":
+        if not isinstance(stage, FixpointStage):
             yield query
             return
         with fixpoint.solved(

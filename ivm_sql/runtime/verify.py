@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ivm_sql.compiler import ViewPlan, inline_views
+from ivm_sql.compiler.plan import ViewPlan
+from ivm_sql.compiler.qualify import inline_views
 from ivm_sql.incremental.temporal import at_time, instant
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.sqlbuild import lit, to_sql

@@ -1,0 +1,110 @@
+"""`ivm compile`'s text: the SQL that maintains a view, and the physical decisions a
+refresh takes around it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+
+from ivm_sql.compiler.plan import ViewPlan, symbolic_pins
+from ivm_sql.config import RefreshSettings
+from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot
+from ivm_sql.incremental.stages import FixpointStage, Stage
+from ivm_sql.incremental.temporal import CLOCK
+from ivm_sql.incremental.versions import Versions
+from ivm_sql.physical import bounds, changes, execution, layout, materialize
+from ivm_sql.physical import policy as policies
+from ivm_sql.physical.cost import CostModel
+from ivm_sql.sqlbuild import (
+    INTERNAL_PREFIX,
+    table,
+    to_sql,
+)
+
+
+def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSettings())) -> str:
+    """The SQL that maintains a view, for `ivm compile`: tables, refresh statements, view,
+    and the physical decisions a refresh takes around them."""
+    symbolic = symbolic_pins(plan.stages)
+    cost = cost.under(plan.policy)
+    lines = [
+        f"-- view {plan.name}  ({plan.view.location})",
+        f"-- reads: {', '.join(plan.base_tables + tuple(plan.depends_on)) or 'nothing'}",
+        f"-- refresh policy: {policies.describe(plan.policy)}",
+        "-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;",
+        "-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.",
+        f"-- each refresh: {changes.describe()}; {materialize.describe()};",
+        f"-- layout: {layout.describe()};",
+        f"-- execution: {execution.describe()};",
+        f"-- pruning: {bounds.describe()};",
+        f"-- each incremental stage: {cost.describe()}.",
+    ]
+    if CLOCK in symbolic:
+        lines.insert(
+            4,
+            "-- :clock_old is the time a stage reflects, :clock_new the time this refresh reads the clock at.",
+        )
+    for number, stage in enumerate(plan.stages, 1):
+        lines += [
+            "",
+            f"-- stage {number}/{len(plan.stages)}: {stage.table} [{stage.kind}] {stage.strategy}",
+        ]
+        initial = stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()})
+        if isinstance(stage, FixpointStage):
+            lines += _fixpoint_lines(plan, stage, initial, symbolic)
+            continue
+        merge = stage.merge_statement(symbolic)
+        lines += [
+            "-- first refresh (or recompute):",
+            to_sql(plan.create_table(stage, initial)) + ";",
+            "-- each refresh:",
+            to_sql(merge) + ";"
+            if merge is not None
+            else "-- nothing: the stage reads no table, so no change ever reaches it",
+        ]
+        change = stage.change_query(symbolic)
+        pruned = (
+            sorted({bound.describe() for bound in bounds.bounds(change)})
+            if change is not None
+            else []
+        )
+        if pruned:
+            lines.append(
+                f"-- large inputs read only where the change's keys are: {'; '.join(pruned)}"
+            )
+        if stage.aggregate is not None and extremes.calls(stage.aggregate):
+            lines += _rescan_lines(stage, symbolic)
+    lines += ["", "-- what users query:", to_sql(plan.user_view()) + ";"]
+    return "\n".join(lines) + "\n"
+
+
+def _rescan_lines(stage: Stage, symbolic: dict[str, Versions]) -> list[str]:
+    """The query that replaces the MERGE's source when a MIN or MAX lost its last row."""
+    node = stage.aggregate
+    flagged = f"{INTERNAL_PREFIX}_change"
+    contents = snapshot(node.input, {t: replace(v, old=None) for t, v in symbolic.items()}, "new")
+    return [
+        f"-- only when the change flags a group whose MIN/MAX lost its last row ({extremes.LOST}), the MERGE's source is",
+        f"-- the change (`{flagged}`) with those groups' extremes recomputed from the input:",
+        to_sql(extremes.rescanned(node, flagged, aggregate.change_columns(node), contents)) + ";",
+    ]
+
+
+def _fixpoint_lines(
+    plan: ViewPlan, stage: Stage, initial: exp.Query, symbolic: dict[str, Versions]
+) -> list[str]:
+    """A recursive stage's loop: where it starts, what each iteration runs, what is stored."""
+    iteration, total = f"{fixpoint.ITERATION_VIEW}j", table(f"{INTERNAL_PREFIX}_fixpoint_sum")
+    return [
+        "-- first refresh (or recompute), the loop starts from X_0 =",
+        to_sql(initial) + ";",
+        "-- each refresh, the loop starts from X_0 = the anchor's change and the recursive term's change over its tables:",
+        to_sql(stage.change_query(symbolic)) + ";",
+        f"-- then, until X_j is empty (at most spark.sql.cteRecursionLevelLimit = {fixpoint.DEFAULT_LIMIT} iterations by default), "
+        f"X_(j+1) = the recursive term over X_j (`{iteration}`):",
+        to_sql(fixpoint.iterate(stage.node, iteration, symbolic)) + ";",
+        f"-- the table is created from, or merged with, the sum X_0 + X_1 + ... (`{total.name}`):",
+        to_sql(plan.create_table(stage, exp.select(exp.Star()).from_(total))) + ";",
+        to_sql(stage.merge(exp.select(exp.Star()).from_(total))) + ";",
+    ]
