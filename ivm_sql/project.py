@@ -38,7 +38,7 @@ from ivm_sql.runtime import lifecycle, workers
 from ivm_sql.runtime import watch as watching
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.status import ViewStatus
-from ivm_sql.runtime.verify import VerifyResult, verify_view
+from ivm_sql.runtime.verify import VerifyResult, verify_views
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
 from ivm_sql.storage import concurrent, delta_log
 from ivm_sql.viewdefs import ViewDef, load_views
@@ -443,11 +443,8 @@ class Project:
                 self.pipeline().streaming if self.spec is not None and selected is None else ()
             )
         ]
-        return streamed + [
-            verify_view(self.spark, p, every)
-            for p in plans
-            if selected is None or p.view.name in selected
-        ]
+        chosen = [p for p in plans if selected is None or p.view.name in selected]
+        return streamed + verify_views(self.spark, chosen, every, self.refresh_workers)
 
     # state lifecycle -------------------------------------------------------------------------
 

@@ -85,7 +85,7 @@ SUPPORTED = [
         "SELECT k, (SELECT COUNT(*) FROM u WHERE u.k = t.k) AS n, (SELECT MAX(d) FROM u WHERE u.k = t.k) AS m FROM t",
     ),
     (
-        "correlated scalar subquery that looks a value up (no aggregate): Spark's error when an outer row's lookup finds two rows",
+        "correlated scalar subquery that looks a value up (no aggregate): reading a row whose lookup finds two rows fails with Spark's SCALAR_SUBQUERY_TOO_MANY_ROWS, as Spark's SELECT does",
         "SELECT k, (SELECT d FROM u WHERE u.k = t.k) AS m FROM t",
     ),
     (

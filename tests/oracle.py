@@ -15,6 +15,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -167,16 +168,21 @@ def _encoded(name: str, frame, side: int):
 
 
 PAIRS_PER_JOB = 6  # one plan holding every TPC-H query timed out waiting for its broadcasts
+JOBS_AT_ONCE = 3  # the driver plans one job while another runs (as runtime.workers does)
 
 
-def bag_diffs(pairs: dict[str, tuple]) -> dict[str, BagDiff]:
-    """Compare each (view frame, expected frame) pair as bags, a few pairs per Spark job."""
+def bag_diffs(pairs: dict[str, tuple], at_once: int = JOBS_AT_ONCE) -> dict[str, BagDiff]:
+    """Compare each (view frame, expected frame) pair as bags, a few pairs per Spark job,
+    ``at_once`` jobs at a time."""
     names = list(pairs)
+    chunks = [
+        {name: pairs[name] for name in names[start : start + PAIRS_PER_JOB]}
+        for start in range(0, len(names), PAIRS_PER_JOB)
+    ]
     diffs: dict[str, BagDiff] = {}
-    for start in range(0, len(names), PAIRS_PER_JOB):
-        diffs.update(
-            _bag_diffs({name: pairs[name] for name in names[start : start + PAIRS_PER_JOB]})
-        )
+    with ThreadPoolExecutor(at_once) as pool:
+        for found in pool.map(_bag_diffs, chunks):
+            diffs.update(found)
     return diffs
 
 

@@ -793,6 +793,12 @@ def test_a_correlated_lookup_is_a_left_join_with_its_value_and_row_count() -> No
     (recompute,) = [r for r in _walk(node) if isinstance(r, Recompute)]
     assert recompute.keys == (("t__a",), ("__s2__k0",))
     assert recompute.query.args["joins"][0].side == "LEFT"
+    # a lookup into a derived table: the table is the lookup's own FROM, not a subquery to join
+    derived = root(
+        "CREATE VIEW v AS SELECT a, (SELECT s.n FROM (SELECT a, COUNT(*) AS n FROM u GROUP BY a) s "
+        "WHERE s.a = t.a) AS n FROM t"
+    )
+    assert "RAISE_ERROR(" in sql(derived.exprs[1])
 
 
 def test_filter_clauses_of_null_skipping_aggregates_become_case_arguments() -> None:

@@ -86,8 +86,8 @@ def scalars(
     subquery already joined (the same SQL, met in the SELECT list and again in GROUP BY)
     reads the same input."""
     for sub in list(expression.find_all(exp.Subquery)):
-        if isinstance(sub.parent, (exp.Exists, exp.In)):
-            continue
+        if isinstance(sub.parent, (exp.Exists, exp.In)) or _inside_a_subquery(sub, expression):
+            continue  # a subquery's own FROM or WHERE is built with it
         key = (sub.sql("spark"), in_where)
         if key not in inputs.scalar_columns:
             inputs.scalar_columns[key] = _scalar(builder, inputs, sub, ctes, in_where)
@@ -96,6 +96,16 @@ def scalars(
             return replacement
         sub.replace(replacement)
     return expression
+
+
+def _inside_a_subquery(node: exp.Expression, top: exp.Expression) -> bool:
+    """Whether ``node`` lies inside another subquery of ``top``."""
+    parent = node.parent
+    while parent is not None and parent is not top:
+        if isinstance(parent, exp.Subquery):
+            return True
+        parent = parent.parent
+    return False
 
 
 def _scalar(builder, inputs: Inputs, sub: exp.Subquery, ctes, in_where: bool) -> exp.Expression:
@@ -171,7 +181,8 @@ def _correlated_scalar(
 
     A lookup (``_is_lookup``) is the aggregate ``MAX(value)`` with ``COUNT(*)`` beside it:
     over one row, the value itself; over two, the outer rows that read it fail with
-    ``TOO_MANY_ROWS``, and only those, as in Spark (its single join checks matched rows)."""
+    ``TOO_MANY_ROWS``, and only those, as in Spark (its single join checks matched rows):
+    always the LEFT JOIN, whose rows are outer rows."""
     lookup = _is_lookup(query)
     if lookup:
         query = query.copy()
@@ -218,7 +229,10 @@ def _correlated_scalar(
         )
     else:
         found = col("v", name)
-    if in_where and isinstance(sub.parent, COMPARISONS) and _null_on_empty(value):
+    # a lookup's check must see outer rows only: filtered above an inner join, Spark would
+    # push it down onto every key of the lookup's table
+    inner = in_where and not lookup and isinstance(sub.parent, COMPARISONS)
+    if inner and _null_on_empty(value):
         inputs.sources.append((name, node))
         inputs.conditions.extend(inputs.rename(condition) for condition in on)
         return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -10,8 +11,9 @@ from ivm_sql.compiler.plan import ViewPlan
 from ivm_sql.compiler.qualify import inline_views
 from ivm_sql.incremental.temporal import at_time, instant
 from ivm_sql.refresh_policy import RefreshPolicy
+from ivm_sql.runtime import workers
 from ivm_sql.sqlbuild import lit, to_sql
-from ivm_sql.storage import delta_log
+from ivm_sql.storage import concurrent, delta_log
 
 SAMPLE = 5
 WEIGHT = "__ivm_verify_w"
@@ -46,6 +48,24 @@ def recompute_query(
     by_name = {p.view.name: p for p in plans.values()}
     query = inline_views(plan.view, plan.database, by_name).transform(pin)
     return query if now is None else at_time(query, instant(now))
+
+
+def verify_views(
+    spark, chosen: list[ViewPlan], plans: dict[str, ViewPlan], count: int
+) -> list[VerifyResult]:
+    """``verify_view`` for each of ``chosen``, on ``count`` threads at once, each with a
+    session of its own (``runtime.workers``): one view's planning overlaps another's
+    jobs. A check reads versions its view recorded, so no order is needed among them."""
+    if not concurrent.has_own_sessions(spark):
+        count = 1
+    sessions = threading.local()
+
+    def verify_one(plan: ViewPlan) -> VerifyResult:
+        if count > 1 and not hasattr(sessions, "spark"):
+            sessions.spark = workers.worker_session(spark)
+        return verify_view(getattr(sessions, "spark", spark), plan, plans)
+
+    return workers.in_dependency_order(chosen, lambda plan: (), verify_one, count)
 
 
 def verify_view(spark, plan: ViewPlan, plans: dict[str, ViewPlan]) -> VerifyResult:

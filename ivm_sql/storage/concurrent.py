@@ -79,6 +79,8 @@ def own_session(spark):
     for key, value in spark.conf.getAll.items():
         if spark.conf.isModifiable(key) and session.conf.get(key, None) != value:
             session.conf.set(key, value)
+    # and the current database, which a name without one (a user's SQL) is read in
+    session.catalog.setCurrentDatabase(spark.catalog.currentDatabase())
     return session
 
 
