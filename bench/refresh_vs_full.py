@@ -17,15 +17,16 @@ import time
 from pathlib import Path
 
 from ivm_sql import Project
+from ivm_sql.runtime import log_events
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def build(root: Path, orders: int) -> Project:
+def build(root: Path, orders: int, database: str = "bench") -> Project:
     shutil.copytree(REPO / "views", root / "views")
     (root / "migrations").mkdir()
     shutil.copy(REPO / "migrations" / "0001_create_shop.sql", root / "migrations")
-    (root / "ivm.yaml").write_text("database: bench\n")
+    (root / "ivm.yaml").write_text(f"database: {database}\n")
     project = Project.open(root)
     project.migrate()
     project.sql(
@@ -47,13 +48,31 @@ def timed(action) -> float:
     return time.perf_counter() - started
 
 
+class TimedAppends:
+    """Times each refresh's append to the refresh event log (``runtime.log_events.append``)."""
+
+    def __init__(self):
+        self.seconds: list[float] = []
+        self._append = log_events.append
+
+    def __enter__(self):
+        def append(*args, **kwargs):
+            self.seconds.append(timed(lambda: self._append(*args, **kwargs)))
+
+        log_events.append = append
+        return self
+
+    def __exit__(self, *_):
+        log_events.append = self._append
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=1_000_000)
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, TimedAppends() as appends:
         project = build(Path(folder), args.orders)
         project.refresh()
         project.refresh(full=True)  # warm both paths before measuring
@@ -72,16 +91,21 @@ def main() -> None:
         project.sql(
             f"UPDATE orders SET quantity = quantity + 1 WHERE id BETWEEN {start} AND {start + args.changes - 1}"
         )
-        per_view = {r.view: r.seconds for r in project.refresh()}
+        per_view = {r.view: r for r in project.refresh()}
         per_view_full = {r.view: r.seconds for r in project.refresh(full=True)}
-        for view, seconds in per_view.items():
-            print(f"  {view:<28} incremental {seconds:6.2f}s   full {per_view_full[view]:6.2f}s")
+        for view, report in per_view.items():
+            print(
+                f"  {view:<28} refresh {report.seconds:6.2f}s   full {per_view_full[view]:6.2f}s   ({report.strategy})"
+            )
         inc, ful, unc = (statistics.median(x) for x in (incremental, full, unchanged))
         print(f"orders={args.orders} changed per round={args.changes} rounds={args.rounds}")
         print(
             f"incremental refresh: median {inc:.2f}s   full recompute: median {ful:.2f}s   ratio full/incremental: {ful / inc:.2f}x"
         )
         print(f"refresh with no changes: median {unc:.2f}s")
+        print(
+            f"refresh event log: {len(appends.seconds)} appends, median {statistics.median(appends.seconds):.2f}s"
+        )
 
 
 if __name__ == "__main__":

@@ -456,6 +456,79 @@ def status(
         _notes(project)
 
 
+@app.command()
+def history(
+    ctx: typer.Context,
+    view: str | None = typer.Argument(None, help="One view's refreshes, with their stages."),
+    limit: int = typer.Option(20, "--limit", "-n", min=1, help="Refreshes to show."),
+    as_json: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """What the last refreshes did, from the refresh event log, and each view's efficiency.
+
+    One line per refresh and view: when, the strategy and why, rows in and out, the time.
+    Given a view, each of its stages too. Then, per view, the median time of its incremental
+    and of its full refreshes in the log, and their ratio."""
+    with opened(ctx, as_json) as project:
+        found = project.history(view, limit)
+        if as_json:
+            typer.echo(report_json.dumps(report_json.history_document(found)))
+            return
+        if not found.refreshes:
+            out.print(
+                "no refresh logged yet"
+                + ("" if project.config.history.log else " (history.log is false in ivm.yaml)")
+            )
+            return
+        table = Table("refresh", "view", "strategy", "rows in", "rows out", "time", "reason")
+        for entry in found.refreshes:
+            seconds = "-" if entry.seconds is None else f"{entry.seconds:.1f}s"
+            strategy = entry.strategy + ("" if entry.outcome == "ok" else f" ({entry.outcome})")
+            table.add_row(
+                entry.clock.strftime("%Y-%m-%d %H:%M:%S"),
+                entry.view,
+                strategy,
+                str(entry.rows_in),
+                str(entry.rows_out),
+                seconds,
+                entry.reason,
+            )
+            if view is not None:
+                for stage in entry.stages:
+                    table.add_row("", f"  {stage.table}", *_stage_cells(stage))
+        out.print(table)
+        ratios = Table(
+            "view", "incremental: median (runs)", "full: median (runs)", "full / incremental"
+        )
+        for item in found.efficiency:
+            ratios.add_row(
+                item.view,
+                _median(item.incremental_median, item.incremental_runs),
+                _median(item.full_median, item.full_runs),
+                "-" if item.ratio is None else f"{item.ratio:.1f}x",
+            )
+        out.print(ratios)
+
+
+def _stage_cells(stage) -> list[str]:
+    """A stage's cells under its refresh: strategy, rows, time, and where the time went."""
+    if stage.seconds is None:
+        return [stage.strategy, "", str(stage.rows_out or 0), "-", stage.reason]
+    parts = f"plan {stage.plan_seconds:.1f}s, change {stage.change_seconds:.1f}s, write {stage.write_seconds:.1f}s"
+    jobs = "" if stage.spark_jobs is None else f", {stage.spark_jobs} jobs"
+    return [
+        stage.strategy or stage.action,
+        str(stage.rows_in or 0),
+        str(stage.rows_out or 0),
+        f"{stage.seconds:.1f}s",
+        f"{parts}; {stage.statements} statements{jobs}"
+        + (f"; {stage.error}" if stage.error else ""),
+    ]
+
+
+def _median(seconds: float | None, runs: int) -> str:
+    return "-" if seconds is None else f"{seconds:.1f}s ({runs})"
+
+
 def _notes(project: Project, prefix: str = "") -> None:
     """A line for each dataset of a pipeline project that ivm leaves to spark-pipelines."""
     for note in project.notes():

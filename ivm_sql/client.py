@@ -30,7 +30,7 @@ from ivm_sql.errors import EnvironmentProblem, IvmError
 from ivm_sql.locate import project_root
 from ivm_sql.server_record import read_record
 
-SERVED = {"refresh", "status", "verify", "compile", "sql", "migrate"}
+SERVED = {"refresh", "status", "history", "verify", "compile", "sql", "migrate"}
 # options of a served command that stay here: --out writes files where the client is, and
 # help needs no server
 STAYS_HERE = {"--help", "--out"}

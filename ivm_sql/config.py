@@ -16,6 +16,10 @@ Layout (every key is optional; an empty file gives all defaults)::
       recompute_above: 0.1  # recompute a stage when its change is this share of its input rows (or scans as much); or never
       policy: auto          # the views' default REFRESH POLICY: auto, incremental, incremental strict or full
       workers: 2            # views refreshed at the same time (default: fits the machine's cores; 1: one by one)
+    history:
+      log: true             # append what each refresh did to <database>.__ivm_refresh_log
+      keep_days: 30         # entries older than this are deleted, at most once a day; or never
+      learn: true           # AUTO views refresh each stage the way its own history finds cheaper
 
 Errors point at the offending line: the file is composed into yaml nodes first,
 which keep their positions, and only then turned into values.
@@ -73,6 +77,15 @@ class RefreshSettings:
 
 
 @dataclass(frozen=True)
+class HistorySettings:
+    """The ``history:`` section: the refresh event log (``storage.refresh_log``)."""
+
+    log: bool = True  # each refresh appends what it did
+    keep_days: int | None = 30  # entries older than this are deleted (None: kept for ever)
+    learn: bool = True  # under AUTO, a stage's history chooses its way (``physical.learned``)
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole of ``ivm.yaml``; folder paths are relative to the project directory."""
 
@@ -81,6 +94,7 @@ class Config:
     migrations_dir: str = "migrations"
     spark: SparkSettings = field(default_factory=SparkSettings)
     refresh: RefreshSettings = field(default_factory=RefreshSettings)
+    history: HistorySettings = field(default_factory=HistorySettings)
     # where ivm.yaml sets each top-level key, for errors found after loading
     locations: Mapping[str, Location] = field(
         default_factory=lambda: MappingProxyType({}), compare=False
@@ -109,9 +123,10 @@ class Config:
         )
 
 
-_TOP_KEYS = ("database", "views", "migrations", "spark", "refresh")
+_TOP_KEYS = ("database", "views", "migrations", "spark", "refresh", "history")
 _SPARK_KEYS = ("master", "remote", "token_env", "app_name", "conf")
 _REFRESH_KEYS = ("recompute_above", "policy", "workers")
+_HISTORY_KEYS = ("log", "keep_days", "learn")
 
 
 def load_config(path: Path) -> Config:
@@ -172,6 +187,8 @@ class _Reader:
             values["spark"] = self._spark(top["spark"])
         if "refresh" in top:
             values["refresh"] = self._refresh(top["refresh"])
+        if "history" in top:
+            values["history"] = self._history(top["history"])
         values["locations"] = MappingProxyType({key: self._at(node) for key, node in top.items()})
         return Config(**values)  # type: ignore[arg-type]
 
@@ -259,16 +276,43 @@ class _Reader:
             values["workers"] = self._workers(section["workers"])
         return RefreshSettings(**values)  # type: ignore[arg-type]
 
+    def _history(self, node: yaml.Node) -> HistorySettings:
+        section = self._mapping(node, "history", _HISTORY_KEYS)
+        values: dict[str, object] = {}
+        if "log" in section:
+            values["log"] = self._boolean(section["log"], "history.log")
+        if "keep_days" in section:
+            values["keep_days"] = self._keep_days(section["keep_days"])
+        if "learn" in section:
+            values["learn"] = self._boolean(section["learn"], "history.learn")
+        return HistorySettings(**values)  # type: ignore[arg-type]
+
+    def _boolean(self, node: yaml.Node, key: str) -> bool:
+        value = _scalar(node)
+        if not isinstance(value, bool):
+            raise ConfigError(
+                f"{key} must be true or false, not {_shown(node)}",
+                location=self._at(node),
+            )
+        return value
+
+    def _keep_days(self, node: yaml.Node) -> int | None:
+        value = _scalar(node)
+        if value == "never":
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(
+                f"history.keep_days must be a whole number of days (1 or more) or never, not {_shown(node)}",
+                location=self._at(node),
+                hint="e.g. 30 keeps a month of refreshes; never keeps them all",
+            )
+        return value
+
     def _workers(self, node: yaml.Node) -> int:
-        value = (
-            yaml.SafeLoader("").construct_object(node)
-            if isinstance(node, yaml.ScalarNode)
-            else None
-        )
+        value = _scalar(node)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
             raise ConfigError(
-                f"refresh.workers must be a whole number from 1 to 64, not "
-                f"{node.value if isinstance(node, yaml.ScalarNode) else _describe(node)}",
+                f"refresh.workers must be a whole number from 1 to 64, not {_shown(node)}",
                 location=self._at(node),
                 hint="e.g. 2 refreshes two independent views at a time; 1 refreshes them one by one",
             )
@@ -290,17 +334,12 @@ class _Reader:
         return policy
 
     def _recompute_above(self, value_node: yaml.Node) -> float | None:
-        value = (
-            yaml.SafeLoader("").construct_object(value_node)
-            if isinstance(value_node, yaml.ScalarNode)
-            else None
-        )
+        value = _scalar(value_node)
         if value == "never":
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise ConfigError(
-                f"refresh.recompute_above must be a positive number or never, not "
-                f"{value_node.value if isinstance(value_node, yaml.ScalarNode) else _describe(value_node)}",
+                f"refresh.recompute_above must be a positive number or never, not {_shown(value_node)}",
                 location=self._at(value_node),
                 hint="e.g. 0.1 recomputes a stage when its change exceeds 10% of the rows it reads",
             )
@@ -404,6 +443,16 @@ def connect_url_problem(url: str) -> str | None:
     if any(len(part.split("=")) != 2 for part in parsed.params.split(";") if parsed.params):
         return "parameters after /; must be key=value pairs separated by ;"
     return None
+
+
+def _scalar(node: yaml.Node) -> object:
+    """A scalar node's value as YAML reads it (None for a mapping or a list)."""
+    return yaml.SafeLoader("").construct_object(node) if isinstance(node, yaml.ScalarNode) else None
+
+
+def _shown(node: yaml.Node) -> str:
+    """A node as an error message quotes it: a scalar's text, else what it holds."""
+    return node.value if isinstance(node, yaml.ScalarNode) else _describe(node)
 
 
 def _describe(node: yaml.Node) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlglot import exp
@@ -34,13 +34,14 @@ from ivm_sql.pipelines.python_datasets import PythonDataset
 from ivm_sql.pipelines.settings import pipeline_config
 from ivm_sql.pipelines.sources import check_sources
 from ivm_sql.pipelines.spec import PipelineSpec, load_spec
-from ivm_sql.runtime import lifecycle, workers
+from ivm_sql.runtime import lifecycle, log_events, log_reports, workers
 from ivm_sql.runtime import watch as watching
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.verify import VerifyResult, verify_views
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
 from ivm_sql.storage import concurrent, delta_log
+from ivm_sql.storage.refresh_log import Summary
 from ivm_sql.viewdefs import ViewDef, load_views
 
 
@@ -145,6 +146,13 @@ class Project:
         """When a refresh recomputes a stage instead of applying its change (ivm.yaml refresh:)."""
         return CostModel.from_settings(self.config.refresh)
 
+    def _cost_model(self, summary: Summary | None) -> CostModel:
+        """The cost model, learning from the stages' history in the refresh log's summary
+        when ivm.yaml's history.learn is on."""
+        if summary is None or not self.config.history.learn:
+            return self.cost_model
+        return self.cost_model.learning_from(summary.stages)
+
     @property
     def refresh_workers(self) -> int:
         """Views a refresh brings up to date at the same time (ivm.yaml refresh.workers)."""
@@ -240,14 +248,19 @@ class Project:
         """The Spark SQL that maintains each view; nothing runs on data."""
         names = [views] if isinstance(views, str) else views
         selected = {n.lower() for n in names} if names is not None else None
+        plans = self.plans(names)
+        learning = self.config.history.log and self.config.history.learn
+        cost = self._cost_model(
+            log_events.summary_of(self.delta_log(), self.database) if learning else None
+        )
         return [
             CompiledView(
                 p.name,
-                render(p, self.cost_model),
+                render(p, cost),
                 tuple(CompiledStage(s.table, s.kind, s.strategy) for s in p.stages),
                 str(p.policy),
             )
-            for p in self.plans(names)
+            for p in plans
             if selected is None or p.view.name in selected
         ]
 
@@ -291,17 +304,28 @@ class Project:
             if views is not None
             else None
         )
+        clock = now or datetime.now(UTC)
+        logging = self.config.history.log
+        recorder = log_events.start(log, self.database, clock) if logging else None
         refresher = Refresher(
             concurrent.own_session(self.spark),
             full=full,
-            cost=self.cost_model,
+            cost=self._cost_model(recorder and recorder.summary),
             log=log,
-            now=now,
+            now=clock,
             project=str(self.root),
             workers=self.refresh_workers,
+            recorder=recorder,
         )
         plans = self.plans(names, log)
-        reports = refresher.refresh(plans, on_view, on_stage)
+        try:
+            reports = refresher.refresh(plans, on_view, on_stage)
+        except IvmError as error:  # what ran before the error is logged, and the error
+            if recorder is not None:
+                self._log_refresh(log, recorder, failed=error)
+            raise
+        if recorder is not None:
+            self._log_refresh(log, recorder)
         self.stage_versions = {
             stage.table: refresher.current[stage.table]
             for plan in plans
@@ -312,6 +336,19 @@ class Project:
             **streams,
             **{table: refresher.current[table] for plan in plans for table in plan.base_tables},
         }
+
+    def _log_refresh(
+        self, log: delta_log.DeltaLog, recorder: log_events.Recorder, failed: IvmError | None = None
+    ) -> None:
+        """The refresh's append to the event log. When the refresh failed, its own error is
+        the one raised, and one from the log is added to its hint."""
+        keep_days = self.config.history.keep_days
+        try:
+            log_events.append(self.spark, log, self.database, recorder, keep_days)
+        except IvmError as error:
+            if failed is None:
+                raise
+            failed.hint = "; ".join(filter(None, [failed.hint, str(error)]))
 
     def _refresh_streaming(
         self, log: delta_log.DeltaLog, full: bool, on_view: Callable[[ViewReport], None] | None
@@ -368,6 +405,21 @@ class Project:
             stop,
             clock_every,
         )
+
+    def history(self, view: str | None = None, limit: int = 20) -> log_reports.History:
+        """From the refresh event log: the last ``limit`` refreshes of each view (of ``view``
+        only, if given), newest first, one entry per refresh and view with its stages, and
+        each view's efficiency (median seconds incremental and full)."""
+        qualified = None
+        if view is not None:
+            qualified = f"{self.database}.{view.lower()}"
+            known = {v.name for v in self.views()}
+            if view.lower() not in known:
+                raise SqlError(
+                    f"no view named {view}",
+                    hint=f"views of this project: {', '.join(sorted(known)) or 'none'}",
+                )
+        return log_reports.read(self.spark, self.delta_log(), self.database, qualified, limit)
 
     def status(self) -> list[ViewStatus]:
         """Per view: the source versions it reflects, the newer ones, its row count."""

@@ -19,6 +19,7 @@ from ivm_sql.errors import IvmError
 from ivm_sql.pipelines.python_datasets import PythonDataset
 from ivm_sql.project import CompiledView
 from ivm_sql.runtime.lifecycle import ViewState
+from ivm_sql.runtime.log_reports import History
 from ivm_sql.runtime.refresh import ViewReport
 from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.verify import VerifyResult
@@ -87,6 +88,28 @@ def status_document(statuses: list[ViewStatus], orphaned: list[ViewState]) -> di
         "views": [dataclasses.asdict(s) for s in statuses],
         "orphaned": [dataclasses.asdict(s) for s in orphaned],
     }
+
+
+def history_document(history: History) -> dict:
+    """`ivm history`: each refresh of a view (newest first) with its stages, and each view's
+    efficiency."""
+    refreshes = [
+        {
+            "refresh_id": e.refresh_id,
+            "clock": e.clock,
+            "view": e.view,
+            "strategy": e.strategy,
+            "outcome": e.outcome,
+            "reason": e.reason,
+            "rows_in": e.rows_in,
+            "rows_out": e.rows_out,
+            "seconds": e.seconds,
+            "stages": [dataclasses.asdict(s) for s in e.stages],
+        }
+        for e in history.refreshes
+    ]
+    efficiency = [{**dataclasses.asdict(e), "ratio": e.ratio} for e in history.efficiency]
+    return {"refreshes": refreshes, "efficiency": efficiency}
 
 
 def compile_document(compiled: list[CompiledView]) -> dict:

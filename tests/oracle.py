@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import random
@@ -22,8 +23,8 @@ from decimal import Decimal
 from pathlib import Path
 from unittest import mock
 
-from ivm_sql.config import RefreshSettings
-from ivm_sql.physical import bounds, execution, materialize
+from ivm_sql.config import HistorySettings, RefreshSettings
+from ivm_sql.physical import bounds, cost, execution, learned, materialize
 from ivm_sql.physical.cost import COST_REASON
 from ivm_sql.physical.recompute import RECOMPUTED_BELOW
 from ivm_sql.project import Project
@@ -699,6 +700,24 @@ def check_round(project: Project, specs: list[ViewSpec], label: str, verify: boo
 
 
 @contextlib.contextmanager
+def guessing_history(enabled: bool) -> Iterator[None]:
+    """Inside, when ``enabled``, every stage's history "predicts" its way, in turn a
+    recompute and an applied change: guesses that may be wrong, and must still give the
+    view's rows (``physical.learned``)."""
+    if not enabled:
+        yield
+        return
+    turns = itertools.count()
+
+    def guess(_costs, _changed_rows: int) -> learned.Prediction:
+        recompute = next(turns) % 2 == 0
+        return learned.Prediction(2.0 if recompute else 0.5, 1.0, "the oracle's guess", 1)
+
+    with mock.patch.object(cost, "predict", guess):
+        yield
+
+
+@contextlib.contextmanager
 def as_large(enabled: bool) -> Iterator[None]:
     """Inside, when ``enabled``, every table counts as large: every stage runs compiled
     (``physical.execution``), every join term reads its other inputs bounded by the
@@ -734,9 +753,12 @@ def run_oracle(
     everything on any change (shown as "recomputed" with that reason).
 
     The cost model is off (``recompute_above: never``) so that every incremental rule is
-    what runs and is checked. With ``cost_round``, one more round has it on, as a user has
-    it: a stage whose change would scan what its recompute scans is recomputed, and the
-    stages above it with it, among stages applied incrementally.
+    what runs and is checked. With ``cost_round``, two more rounds have it on: the first
+    with its analytic rules alone, as a user has it before any history: a stage whose change
+    would scan what its recompute scans is recomputed, and the stages above it with it,
+    among stages applied incrementally. The second with every stage's way chosen by a
+    history that guesses (``guessing_history``): some stages recomputed, the others applied
+    without the analytic rules, whatever they cost.
 
     The tables are small, so ivm runs their stages interpreted; the first refresh and the
     even rounds treat every table as large instead (``as_large``: compiled, and join terms
@@ -763,16 +785,20 @@ def run_oracle(
     assert {r.action for r in reports} == {"created"}, [(r.view, r.strategy) for r in reports]
     check_round(project, specs, f"seed {seed}, initial load", verify=rounds == 0)
 
-    last = rounds + 1 if cost_round else rounds
+    last = rounds + 2 if cost_round else rounds
     for round_ in range(1, last + 1):
         statements = changes.round(table_rows(project), empty=EMPTIED.get(round_))
         for statement in statements:
             project.sql(statement)
-        cost_model = round_ > rounds
+        cost_model, learned = round_ > rounds, round_ > rounds + 1
         if cost_model:
-            project.config = dataclasses.replace(project.config, refresh=RefreshSettings())
+            project.config = dataclasses.replace(
+                project.config,
+                refresh=RefreshSettings(),
+                history=HistorySettings(learn=learned),
+            )
         refresh_started = time.perf_counter()
-        with as_large(round_ % 2 == 0):
+        with as_large(round_ % 2 == 0), guessing_history(learned):
             reports = project.refresh()
         mode = "large: compiled, pruned" if round_ % 2 == 0 else "small: interpreted"
         print(
@@ -789,6 +815,10 @@ def run_oracle(
         if cost_model:
             assert any(r.action == "recomputed" and chosen_by_cost(r.reason) for r in reports), (
                 f"{label}: the cost model recomputed nothing, so this round checked none of its recomputes"
+            )
+        if learned:
+            assert any("the oracle's guess" in r.reason for r in reports), (
+                f"{label}: no stage's history chose its way, so this round checked none of its choices"
             )
         check_round(
             project,

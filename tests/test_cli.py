@@ -32,6 +32,7 @@ COMMANDS = {
     "graph",
     "refresh",
     "status",
+    "history",
     "verify",
     "sql",
     "server",

@@ -168,6 +168,9 @@ def test_demo_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path) -> 
     round_trip = json.loads(done.stdout.strip().splitlines()[-1])
     assert round_trip["refresh"] == dict.fromkeys(DEMO_VIEWS, "incremental")
     assert round_trip["verify"] == dict.fromkeys(DEMO_VIEWS, True)
+    assert round_trip["history"] == sorted(
+        (view, way) for view in DEMO_VIEWS for way in ("full", "incremental")
+    )
 
     # Three applications on the master (two commands, one Python process), each with an
     # executor on the worker that fetched Delta's jars from the driver; the executors of the
@@ -186,7 +189,8 @@ def test_demo_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path) -> 
 
 
 # A changed row, an incremental refresh and a verify through the Python API (ivm.yaml's
-# master is the cluster's); one JSON line of what the refresh did and what verify found.
+# master is the cluster's); one JSON line of what the refresh did, what verify found and
+# what the refresh event log holds.
 API_ROUND = """
 import json
 from ivm_sql.project import Project
@@ -195,5 +199,6 @@ project = Project.open(".")
 project.sql("UPDATE orders SET product_id = 13, status = 'shipped' WHERE id = 102")
 refreshed = {r.view.removeprefix("shop."): r.action for r in project.refresh()}
 verified = {r.view.removeprefix("shop."): r.ok for r in project.verify()}
-print(json.dumps({"refresh": refreshed, "verify": verified}))
+logged = [(e.view.removeprefix("shop."), e.strategy) for e in project.history().refreshes]
+print(json.dumps({"refresh": refreshed, "verify": verified, "history": sorted(logged)}))
 """

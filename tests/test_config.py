@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ivm_sql.config import Config, SparkSettings, load_config
+from ivm_sql.config import Config, HistorySettings, SparkSettings, load_config
 from ivm_sql.errors import ConfigError
 
 
@@ -89,6 +89,11 @@ def test_unknown_key_in_spark_section(tmp_path: Path) -> None:
         ("database: 42\n", 1, "database must be a string"),
         ("spark: local\n", 1, "spark must be a mapping"),
         ("spark:\n  conf:\n    spark.x:\n      nested: 1\n", 4, "spark.conf value"),
+        ("history:\n  log: yes please\n", 2, "history.log must be true or false"),
+        ("history:\n  keep_days: 0\n", 2, "history.keep_days must be a whole number"),
+        ("history:\n  keep_days: a week\n", 2, "history.keep_days must be a whole number"),
+        ("history:\n  learn: 1\n", 2, "history.learn must be true or false"),
+        ("history: on\n", 1, "history must be a mapping"),
     ],
 )
 def test_wrong_type_points_at_line(tmp_path: Path, text: str, line: int, words: str) -> None:
@@ -230,3 +235,14 @@ def test_a_token_is_never_read_from_ivm_yaml(
     assert words in error.message and "s3cret" not in error.message
     if hint is not None:
         assert error.hint is not None and hint in error.hint
+
+
+def test_history_settings(tmp_path: Path) -> None:
+    config = load_config(
+        write(tmp_path, "history:\n  log: false\n  keep_days: never\n  learn: false\n")
+    )
+    assert config.history == HistorySettings(log=False, keep_days=None, learn=False)
+    assert load_config(write(tmp_path, "history: {keep_days: 7}\n")).history == HistorySettings(
+        keep_days=7
+    )
+    assert load_config(write(tmp_path, "")).history == HistorySettings(True, 30, True)

@@ -159,6 +159,11 @@ def test_commands_of_the_project_use_the_server(served: tuple[Path, ServerRecord
     assert ok(root, "status").count("shop.orders@2") == 4  # pending in each view
     assert strategies(ok(root, "refresh")) == ["incremental"] * 4
     assert strategies(ok(root, "refresh")) == ["unchanged"] * 4
+    logged = json.loads(ok(root, "history", "--json"))["refreshes"]  # the server's refreshes
+    assert [e["strategy"] for e in logged if e["view"] == "shop.order_lines"] == [
+        "incremental",
+        "full",
+    ]
     assert ok(root, "verify").split() == [
         "ok",
         "shop.order_lines",

@@ -50,6 +50,9 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
             "",
             f"-- stage {number}/{len(plan.stages)}: {stage.table} [{stage.kind}] {stage.strategy}",
         ]
+        history = cost.describe_stage(stage.table)
+        if history is not None:
+            lines.append(f"-- its refresh history: {history}")
         initial = stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()})
         if isinstance(stage, FixpointStage):
             lines += _fixpoint_lines(plan, stage, initial, symbolic)

@@ -17,24 +17,45 @@ refresh says which one fired:
   each side's term reads the other side in full.
 
 Sizes come from Delta's checksum files (no Spark job); an unknown size decides nothing.
+
+Both rules are the prior: a stage whose own history has refreshed it both ways is refreshed
+the way that history says is cheaper (``physical.learned``), and the rules stay quiet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
 from ivm_sql.config import RefreshSettings
 from ivm_sql.physical import execution
 from ivm_sql.physical.bounds import BoundRead, read_bytes
+from ivm_sql.physical.learned import Prediction, predict
+from ivm_sql.physical.learned import describe as describe_history
 from ivm_sql.refresh_policy import RefreshPolicy
+from ivm_sql.storage.refresh_log import StageCosts
 
 # Below this many changed rows both ways cost Spark's fixed cost per statement, and a
 # recompute would also make every stage above it recompute: the rows rule stays quiet.
 SMALL_CHANGE = 10_000
 COST_REASON = "cheaper than incremental"  # how both rules' reasons start
+
+
+HISTORY = "history"  # what decided: the stage's own history (``physical.learned``)
+ANALYTIC = "analytic"  # the rows and scans rules
+FORCED = "forced"  # nothing to decide: a recompute that must be, or a policy without a choice
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A stage's way for one change: ``reason`` to recompute (None: apply the change), what
+    decided (``HISTORY`` or ``ANALYTIC``), and what history predicted, if it could."""
+
+    reason: str | None
+    decided_by: str
+    prediction: Prediction | None = None
 
 
 class CheaperToRecompute(Exception):
@@ -44,10 +65,12 @@ class CheaperToRecompute(Exception):
 @dataclass(frozen=True)
 class CostModel:
     """``recompute_above``: the share of a stage's input rows above which a change is
-    recomputed (ivm.yaml ``refresh.recompute_above``); None: always incremental, both rules
-    off."""
+    recomputed (ivm.yaml ``refresh.recompute_above``); None: always incremental, every rule
+    off, history too. ``history``: per stage table, its recent costs (the refresh log's
+    summary); None: choices are not learned."""
 
     recompute_above: float | None
+    history: Mapping[str, StageCosts] | None = field(default=None, compare=False)
 
     @classmethod
     def from_settings(cls, settings: RefreshSettings) -> CostModel:
@@ -57,7 +80,28 @@ class CostModel:
         """The cost model a view's refresh uses: this one under AUTO; none at all (both rules
         off) for an incremental policy, so a large change is applied, never recomputed, and
         for FULL, whose one stage recomputes whole anyway (with the policy as its reason)."""
-        return self if policy is RefreshPolicy.AUTO else replace(self, recompute_above=None)
+        if policy is RefreshPolicy.AUTO:
+            return self
+        return replace(self, recompute_above=None, history=None)
+
+    def learning_from(self, history: Mapping[str, StageCosts]) -> CostModel:
+        """This model, its choices learned from ``history`` where a stage has both ways in it."""
+        return replace(self, history=history)
+
+    def choose(
+        self, table: str, changed_rows: Mapping[str, int], count_rows: Callable[[str], int]
+    ) -> Choice:
+        """How the stage ``table`` takes a change of ``changed_rows`` (per input): as its
+        history says, when it can; else by the rows rule (the scans rule follows, once the
+        change's bounds are known)."""
+        if self.recompute_above is None:
+            return Choice(None, FORCED)
+        if self.history is not None:
+            prediction = predict(self.history.get(table), sum(changed_rows.values()))
+            if prediction is not None:
+                reason = prediction.reason() if prediction.recompute else None
+                return Choice(reason and f"{COST_REASON}: {reason}", HISTORY, prediction)
+        return Choice(self.recompute_reason(changed_rows, count_rows), ANALYTIC)
 
     def recompute_reason(
         self, changed_rows: Mapping[str, int], count_rows: Callable[[str], int]
@@ -90,6 +134,14 @@ class CostModel:
             f"{COST_REASON}: its change reads {_size(change_bytes)} of tables, "
             f"a recompute {_size(recompute_bytes)}"
         )
+
+    def describe_stage(self, table: str) -> str | None:
+        """What `ivm compile` says of a stage's history; None when choices are not learned
+        or it has none."""
+        costs = self.history.get(table) if self.history is not None else None
+        if costs is None or self.recompute_above is None or not (costs.incremental or costs.full):
+            return None
+        return describe_history(costs)
 
     def describe(self) -> str:
         if self.recompute_above is None:

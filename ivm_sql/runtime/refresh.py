@@ -37,13 +37,21 @@ from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import bounds, execution, layout, materialize
 from ivm_sql.physical.changes import SourceChanges
-from ivm_sql.physical.cost import SMALL_CHANGE, CheaperToRecompute, CostModel
+from ivm_sql.physical.cost import (
+    FORCED,
+    HISTORY,
+    SMALL_CHANGE,
+    CheaperToRecompute,
+    Choice,
+    CostModel,
+)
 from ivm_sql.physical.recompute import Recomputes
 from ivm_sql.physical.sizes import TableSizes
 from ivm_sql.physical.view_table import WHOLE_OVERWRITE
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.runtime import fixpoint, workers
 from ivm_sql.runtime.extremes import settled as settled_extremes
+from ivm_sql.runtime.log_events import UNCHANGED, Recorder, StageOutcome
 from ivm_sql.runtime.tally import Cost, Tally
 from ivm_sql.sqlbuild import to_sql
 from ivm_sql.storage import concurrent, delta_log, history
@@ -128,13 +136,15 @@ class Decision:
     reason: str | None
     pins: Pins = field(default_factory=dict)
     changed_rows: int = 0
+    choice: Choice = Choice(None, FORCED)  # how the cost model chose (``physical.cost``)
 
 
 @dataclass(frozen=True)
 class StageRecord:
     """What a stage's commit records in its userMetadata (``storage.delta_log``): the table
     ids and versions of its sources it reflects, its plan's fingerprint, the base tables'
-    versions below it, the time its filters were evaluated at, and whose project it is."""
+    versions below it, the time its filters were evaluated at, whose project it is, and
+    which refresh made it (``runtime.log_events``)."""
 
     ids: dict[str, str | None]
     plan: str
@@ -142,10 +152,11 @@ class StageRecord:
     base: dict[str, int]
     now: int | None = None
     project: str | None = None
+    refresh: str | None = None
 
     def as_dict(self) -> dict:
         kept = {"ids": self.ids, "plan": self.plan, "sources": self.sources, "base": self.base}
-        optional = {"now": self.now, "project": self.project}
+        optional = {"now": self.now, "project": self.project, "refresh": self.refresh}
         return {**kept, **{k: v for k, v in optional.items() if v is not None}}
 
     def is_in(self, committed: dict) -> bool:
@@ -175,8 +186,10 @@ class Refresher:
         now: datetime | None = None,
         project: str | None = None,
         workers: int = 1,
+        recorder: Recorder | None = None,
     ):
         self.tally = Tally(spark)
+        self.recorder = recorder  # the refresh event log's events (None: not logged)
         self._spark = spark
         self._sessions = threading.local()  # a worker thread's own session (``runtime.workers``)
         # views refreshed at once; a Spark Connect session cannot give each worker its own
@@ -284,12 +297,8 @@ class Refresher:
         for number, stage in enumerate(plan.stages, 1):
             if on_stage is not None:
                 on_stage(number, stage)
-            with self.tally.stage(stage.table) as cost:
-                action, reason = self.refresh_stage(
-                    stage, plan.fingerprint(stage), report, own_tables
-                )
-            if action != "unchanged":
-                report.add_cost(cost)
+            outcome = self._logged_stage(plan, stage, report, own_tables)
+            action, reason = outcome.action, outcome.reason
             if action != "unchanged" and (
                 report.action == "unchanged"
                 or (report.action == "incremental" and not report.reason)
@@ -306,6 +315,24 @@ class Refresher:
         report.seconds = time.perf_counter() - started
         return report
 
+    def _logged_stage(
+        self, plan: ViewPlan, stage: Stage, report: ViewReport, own_tables: set[str]
+    ) -> StageOutcome:
+        """``refresh_stage``, its cost added to the report, and what it did (or the error
+        it raised) handed to the event log."""
+        try:
+            with self.tally.stage(stage.table) as cost:
+                outcome = self.refresh_stage(stage, plan.fingerprint(stage), report, own_tables)
+        except Exception as error:
+            if self.recorder is not None:
+                self.recorder.failed(plan.name, stage, error, cost)
+            raise
+        if outcome.action != "unchanged":
+            report.add_cost(cost)
+            if self.recorder is not None:
+                self.recorder.ran(plan.name, stage, outcome, cost)
+        return outcome
+
     def _create_user_view(self, plan: ViewPlan) -> None:
         """CREATE OR REPLACE VIEW; once more if another refresh created it at the same moment."""
         statement = to_sql(plan.user_view(), pretty=False)
@@ -316,7 +343,7 @@ class Refresher:
 
     def refresh_stage(
         self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]
-    ) -> tuple[str, str]:
+    ) -> StageOutcome:
         """Bring one stage up to date; looked at again while other refreshes commit to its
         table first (``storage.concurrent``)."""
         rows_in = report.rows_in
@@ -332,20 +359,37 @@ class Refresher:
 
     def _refresh_stage(
         self, stage: Stage, fingerprint: str, report: ViewReport, own_tables: set[str]
-    ) -> tuple[str, str]:
+    ) -> StageOutcome:
         """Decide what the stage needs, do it in one compare-and-swap commit, and describe
-        what was done as the report's (action, reason)."""
-        state = self._state_of(stage)
-        if self._ahead(stage, state.record):
+        what was done."""
+        with self.tally.phase("plan"):
+            state = self._state_of(stage)
+            if self.recorder is not None:
+                view = self.plan_of[stage.table].name
+                self.recorder.unlogged(self.log, view, stage, state.record_version)
+            ahead = self._ahead(stage, state.record)
+            decision = (
+                None if ahead else self._decide(stage, fingerprint, state, report, own_tables)
+            )
+        if ahead:
             self.ahead.add(stage.table)
-            self._adopt(stage.table, state.latest, state.record)
-            return "unchanged", ""
-        decision = self._decide(stage, fingerprint, state, report, own_tables)
         if decision is None:
             self._adopt(stage.table, state.latest, state.record)
-            return "unchanged", ""
+            return UNCHANGED
+        rows_out, files = report.rows_out, {t: list(c) for t, c in report.files_read.items()}
         reason = self._execute(stage, fingerprint, state, decision, report, own_tables)
-        return self._describe(stage, state.exists, reason)
+        action, described = self._describe(stage, state.exists, reason)
+        return StageOutcome(
+            action,
+            described,
+            decision.changed_rows,
+            report.rows_out - rows_out,
+            _files_opened(files, report.files_read),
+            self.current[stage.table],
+            {t: self.current[t] for t in stage.sources},
+            decision.choice.decided_by,
+            decision.choice.prediction and decision.choice.prediction.seconds,
+        )
 
     def _state_of(self, stage: Stage) -> StageState:
         exists = self._run(lambda: self.log.exists(stage.table), stage.table)
@@ -382,9 +426,10 @@ class Refresher:
             report.rows_in += sum(
                 rows for table, rows in changed.items() if table not in own_tables
             )
-            decision.reason = cost.recompute_reason(
-                changed, lambda table: self.sizes.rows(table, self.current[table])
+            decision.choice = cost.choose(
+                stage.table, changed, lambda table: self.sizes.rows(table, self.current[table])
             )
+            decision.reason = decision.choice.reason
         self.recomputes.refuse_strict(plan, decision.reason, own_tables)
         return decision
 
@@ -419,11 +464,7 @@ class Refresher:
                 loaded = self._recompute(stage, state.exists, fingerprint)
             else:
                 try:
-                    report.add_files_read(
-                        self._apply_change(
-                            stage, change, state.latest, decision.cost, decision.changed_rows
-                        )
-                    )
+                    report.add_files_read(self._apply_change(stage, change, state.latest, decision))
                 except history.HistoryGone:  # nothing was committed: recompute instead
                     reason = history.gone_reason(history.changed_ranges(decision.pins))
                     self.recomputes.refuse_strict(self.plan_of[stage.table], reason, own_tables)
@@ -434,7 +475,8 @@ class Refresher:
             if self.log.latest_version(stage.table) == before:
                 # The change consolidated to nothing and Delta committed nothing: record the
                 # new versions anyway, or every later refresh would read them again.
-                self._run(lambda: delta_log.record_only(self.spark, stage.table), stage.table)
+                with self.tally.phase("write"):
+                    self._run(lambda: delta_log.record_only(self.spark, stage.table), stage.table)
         last = self._landed(stage.table, before, record)
         self.current[stage.table] = last.version
         self.base_of[stage.table] = record.base
@@ -458,6 +500,7 @@ class Refresher:
             base=self._base_versions(stage),
             now=now,
             project=self.project,
+            refresh=self.recorder.refresh_id if self.recorder is not None else None,
         )
 
     def _describe(self, stage: Stage, existed: bool, reason: str | None) -> tuple[str, str]:
@@ -496,7 +539,8 @@ class Refresher:
                 if created
                 else overwrite_table(stage, initial)
             )
-            self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
+            with self.tally.phase("write"):
+                self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
         loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
         mapped = created and layout.needs_column_mapping(stored_columns(stage, initial))
         properties = layout.properties_after_load(loaded, created_mapped=mapped)
@@ -540,8 +584,7 @@ class Refresher:
         stage: Stage,
         change: exp.Query | None,
         own_version: int,
-        cost: CostModel,
-        changed_rows: int,
+        decision: Decision,
     ) -> dict[str, tuple[int, int]]:
         """One MERGE of the stage's change (``change_query``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
@@ -549,7 +592,7 @@ class Refresher:
         inputs bounded by the change's keys (``physical.bounds``). Raises ``HistoryGone``
         when a file of a source's change data feed is missing (VACUUM removed it), and
         ``CheaperToRecompute`` when the cost model's scans rule, with the bounds known, finds
-        a recompute cheaper. Returns the files the bounds opened (``bounds.files_read``)."""
+        a recompute cheaper (unless the stage's history chose). Returns the files the bounds opened (``bounds.files_read``)."""
         if change is None:
             return {}
         try:
@@ -558,12 +601,14 @@ class Refresher:
                 return self.sizes.bytes(table, own_version if version is None else version)
 
             change, bounded = bounds.bounded(self.key_values, self.changes.rewrite(change), sizes)
-            cheaper = cost.scan_reason(
-                self.sizes.scanned_bytes(change, bounded),
-                self.sizes.scanned_bytes(self._initial(stage)),
-            )
-            if cheaper is not None:
-                raise CheaperToRecompute(cheaper)
+            if decision.choice.decided_by != HISTORY:
+                cheaper = decision.cost.scan_reason(
+                    self.sizes.scanned_bytes(change, bounded),
+                    self.sizes.scanned_bytes(self._initial(stage)),
+                )
+                if cheaper is not None:
+                    raise CheaperToRecompute(cheaper)
+            changed_rows = decision.changed_rows
             small = changed_rows <= SMALL_CHANGE and self.sizes.is_small(
                 change, also=[(stage.table, own_version)]
             )
@@ -581,6 +626,7 @@ class Refresher:
                     with (
                         execution.for_small_data(self.spark, enabled=merge_small),
                         staged.reading(self.spark),
+                        self.tally.phase("write"),
                     ):
                         self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
             return bounds.files_read(bounded, self.sizes.files)
@@ -662,3 +708,15 @@ class Refresher:
         if concurrent.is_conflict(error):
             return concurrent.Overtaken(table)
         return RefreshError(f"{table}: {first_line(error)}")
+
+
+def _files_opened(
+    before: dict[str, list[int]], after: dict[str, list[int]]
+) -> tuple[int, int] | None:
+    """The files a stage's change bounds opened, of how many, from the view's running
+    totals before and after it (None: it bounded no read)."""
+    if before == after:
+        return None
+    opened = sum(c[0] for c in after.values()) - sum(c[0] for c in before.values())
+    total = sum(c[1] for c in after.values()) - sum(c[1] for c in before.values())
+    return opened, total

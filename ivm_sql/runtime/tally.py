@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 GROUP = "spark.jobGroup.id"  # the local property a job group is kept in
 _refreshes = itertools.count()  # numbers the refreshes of this process, for unique group names
@@ -26,10 +27,13 @@ _refreshes = itertools.count()  # numbers the refreshes of this process, for uni
 
 @dataclass
 class Cost:
-    """Statements and jobs of one stage (jobs None: not counted)."""
+    """Statements and jobs of one stage (jobs None: not counted), its seconds, and the
+    seconds of its phases (``Tally.phase``: "plan", "write")."""
 
     statements: int = 0
     jobs: int | None = None
+    seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 class Tally:
@@ -51,10 +55,23 @@ class Tally:
             current.statements += 1
 
     @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Adds the seconds spent inside to the running stage's phase ``name``."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            current = getattr(self._local, "cost", None)
+            if current is not None:
+                spent = time.perf_counter() - started
+                current.phases[name] = current.phases.get(name, 0.0) + spent
+
+    @contextmanager
     def stage(self, table: str) -> Iterator[Cost]:
         """Counts what runs inside, in this thread, as ``table``'s cost."""
         cost, outer = Cost(), getattr(self._local, "cost", None)
         self._local.cost = cost
+        started = time.perf_counter()
         context = self._context
         group = None
         if context is not None and not context.getLocalProperty(GROUP):
@@ -63,6 +80,7 @@ class Tally:
         try:
             yield cost
         finally:
+            cost.seconds = time.perf_counter() - started
             self._local.cost = outer
             if group is not None:
                 cost.jobs = len(context.statusTracker().getJobIdsForGroup(group))

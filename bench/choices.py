@@ -1,0 +1,287 @@
+"""Choice accuracy: does a refresh pick the cheaper way, incremental or recompute, per view?
+
+Every view of the workload is kept three times in one project: as written (``REFRESH POLICY
+AUTO``: the cost model chooses), as ``<view>__inc`` (INCREMENTAL: always the change) and as
+``<view>__full`` (FULL: always recomputed); each copy reads the copies of the same kind of
+the views it reads. One refresh, one view at a time, brings all three up to date on the same
+source versions, so every round times both ways of every changed view beside the choice.
+
+A choice is right when the chosen way took at most 1.1x the faster one's time. A view counts
+in a round when its AUTO copy chose (a stage of a view it reads was not recomputed under it,
+which would leave no choice), its INCREMENTAL copy applied the change and its FULL copy
+recomputed. The run is made twice on the same seeded changes, in two projects: with the
+choices learned from the refresh history (``physical.learned``) and with the analytic rules
+alone (``history.learn: false``), and prints both accuracies over the rounds after the
+warm-up, and the time the chosen ways took against always picking the faster.
+
+Change sizes are drawn log-uniformly from --smallest to --largest of the orders; for TPC-H,
+every other round is one of TPC-H's official update sets (0.1% of the orders, in one slab of
+the key range), the others scattered keys.
+
+    .venv/bin/python bench/choices.py --workload demo --orders 100000 --rounds 10
+    .venv/bin/python bench/choices.py --workload tpch --sf 1 --rounds 10 --json /tmp/choices.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import shutil
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+from sqlglot import exp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: tpch.py and refresh_vs_full.py
+
+import refresh_vs_full
+import tpch
+
+from ivm_sql import Project
+from ivm_sql.viewdefs import load_views
+
+REPO = Path(__file__).resolve().parent.parent
+KINDS = {"": "AUTO", "__inc": "INCREMENTAL", "__full": "FULL"}
+RIGHT_WITHIN = 1.1  # a choice is right when it took at most this times the faster way
+
+
+@dataclass
+class ViewRound:
+    view: str
+    chose: str | None  # "incremental" or "full"; None: no choice (forced, or not changed)
+    incremental: float | None
+    full: float | None
+    chosen_seconds: float | None
+    reason: str = ""
+
+    @property
+    def counted(self) -> bool:
+        return None not in (self.chose, self.incremental, self.full)
+
+    @property
+    def right(self) -> bool:
+        return self.chosen_seconds <= RIGHT_WITHIN * min(self.incremental, self.full)
+
+
+@dataclass
+class Pass:
+    learn: bool
+    rounds: list[dict] = field(default_factory=list)  # {"fraction", "kind", "views": [ViewRound]}
+
+
+def variants(views_dir: Path, out: Path) -> None:
+    """Writes each view three times (see the module's docstring) into ``out``."""
+    defs = load_views(views_dir)
+    names = {d.name for d in defs}
+    for suffix, policy in KINDS.items():
+        statements = []
+        for view in defs:
+            query = view.query.copy().transform(
+                lambda node, suffix=suffix: (
+                    _renamed(node, suffix)
+                    if isinstance(node, exp.Table) and node.name.lower() in names and not node.db
+                    else node
+                )
+            )
+            select = query.sql(dialect="spark", pretty=True)
+            statements.append(
+                f"CREATE VIEW {view.name}{suffix} REFRESH POLICY {policy} AS\n{select};\n"
+            )
+        (out / f"views{suffix or '__auto'}.sql").write_text("\n".join(statements))
+
+
+def _renamed(table: exp.Table, suffix: str) -> exp.Table:
+    renamed = table.copy()
+    renamed.set("this", exp.to_identifier(table.name + suffix))
+    return renamed
+
+
+def demo_project(root: Path, orders: int, database: str, learn: bool) -> Project:
+    refresh_vs_full.build(root, orders, database)  # the demo's views over ``orders`` orders
+    return _with_variants(root, database, learn)
+
+
+def tpch_project(root: Path, sf: float, database: str, learn: bool) -> Project:
+    tpch.create_project(root, tpch.QUERIES, {})
+    project = _with_variants(root, database, learn)
+    project.migrate()  # TPC-H's tables, in this pass's database
+    parquet, _ = tpch.tpch_parquet(sf)
+    tpch.load(project, parquet)
+    return project
+
+
+def _with_variants(root: Path, database: str, learn: bool) -> Project:
+    written = root / "views"
+    source = root / "views_written"
+    shutil.move(written, source)
+    written.mkdir()
+    variants(source, written)
+    shutil.rmtree(source)
+    config = yaml.safe_load((root / "ivm.yaml").read_text()) or {}
+    config.update(
+        database=database,
+        refresh={**config.get("refresh", {}), "workers": 1},
+        history={"learn": learn, "keep_days": "never"},
+    )
+    (root / "ivm.yaml").write_text(yaml.safe_dump(config))
+    return Project.open(root)
+
+
+def demo_changes(project: Project, fraction: float, rng: random.Random, orders: int) -> str:
+    """Updates, inserts and deletes of ``fraction`` of the orders, keys scattered."""
+    n = max(1, round(fraction * orders))
+    seed = rng.randrange(1 << 30)
+    top = tpch.scalar(project, "SELECT max(id) FROM orders")
+    picked = f"xxhash64(id, {seed}) % {max(orders // n, 1)} = 0"
+    project.sql(
+        f"UPDATE orders SET quantity = quantity % 7 + 1, status = 'shipped' WHERE {picked} AND id % 3 = 0"
+    )
+    project.sql(f"DELETE FROM orders WHERE {picked} AND id % 3 = 1")
+    project.sql(
+        f"INSERT INTO orders SELECT CAST({top} + id AS INT), CAST(id % 10000 + 1 AS INT), "
+        f"CAST(id % 1000 + 1 AS INT), 1, 'pending' FROM range(1, {n // 3 + 2}) AS r(id)"
+    )
+    return f"scattered {fraction:.4%}"
+
+
+def refresh_round(project: Project) -> list[ViewRound]:
+    reports = {r.view.split(".")[-1]: r for r in project.refresh()}
+    decided = _decided_by(project)
+    found = []
+    for name in sorted(n for n in reports if not n.endswith(("__inc", "__full"))):
+        auto, inc, full = reports[name], reports[f"{name}__inc"], reports[f"{name}__full"]
+        if auto.action == "unchanged":
+            continue
+        chose = "full" if auto.action == "recomputed" else "incremental"
+        if "forced" in decided.get(name, {"forced"}):
+            chose = None
+        found.append(
+            ViewRound(
+                name,
+                chose,
+                inc.seconds if inc.action == "incremental" else None,
+                full.seconds if full.action == "recomputed" else None,
+                auto.seconds,
+                auto.reason,
+            )
+        )
+    return found
+
+
+def _decided_by(project: Project) -> dict[str, set[str]]:
+    """Per view, what decided its stages' ways in the last refresh (the event log's rows)."""
+    name = f"{project.database}.__ivm_refresh_log"
+    rows = project.spark.sql(
+        f"SELECT view_name, decided_by FROM {name} WHERE refresh_id = (SELECT max(refresh_id) FROM {name})"
+    ).collect()
+    found: dict[str, set[str]] = {}
+    for row in rows:
+        found.setdefault(row.view_name.split(".")[-1], set()).add(row.decided_by)
+    return found
+
+
+def run_pass(args: argparse.Namespace, learn: bool, folder: Path) -> Pass:
+    database = f"choices_{'learned' if learn else 'analytic'}"
+    root = folder / database
+    root.mkdir()
+    rng = random.Random(args.seed)
+    if args.workload == "demo":
+        project = demo_project(root, args.orders, database, learn)
+    else:
+        project = tpch_project(root, args.sf, database, learn)
+        updates = tpch.update_sets(args.sf, args.rounds)
+        loaded_max = tpch.scalar(project, "SELECT max(o_orderkey) FROM orders")
+        orders = tpch.scalar(project, "SELECT count(*) FROM orders")
+    project.refresh()
+    result = Pass(learn)
+    for number in range(1, args.rounds + 1):
+        fraction = math.exp(rng.uniform(math.log(args.smallest), math.log(args.largest)))
+        if args.workload == "demo":
+            kind = demo_changes(project, fraction, rng, args.orders)
+        elif number % 2 == 1:
+            tpch.official_functions(project, updates, (number + 1) // 2)
+            kind, fraction = "official update set", 0.001
+        else:
+            n = max(1, round(fraction * orders))
+            tpch.scattered_functions(project, n, loaded_max, args.seed, number)
+            kind = f"scattered {fraction:.4%}"
+        views = refresh_round(project)
+        result.rounds.append({"round": number, "kind": kind, "views": views})
+        right = [v.right for v in views if v.counted]
+        print(
+            f"{'learned' if learn else 'analytic'} round {number}: {kind}: "
+            f"{sum(right)}/{len(right)} right",
+            flush=True,
+        )
+        for v in views:
+            print(
+                f"    {v.view:<24} chose {v.chose or '-':<11} inc {_s(v.incremental)} full {_s(v.full)} "
+                f"took {_s(v.chosen_seconds)}  {v.reason}",
+                flush=True,
+            )
+    return result
+
+
+def _s(seconds: float | None) -> str:
+    return "   -  " if seconds is None else f"{seconds:5.1f}s"
+
+
+def scored(result: Pass, warm_up: int) -> dict:
+    views = [v for r in result.rounds[warm_up:] for v in r["views"] if v.counted]
+    chosen = sum(v.chosen_seconds for v in views)
+    best = sum(min(v.incremental, v.full) for v in views)
+    return {
+        "choices": len(views),
+        "right": sum(v.right for v in views),
+        "accuracy": sum(v.right for v in views) / len(views) if views else None,
+        "chosen_seconds": chosen,
+        "best_seconds": best,
+        "over_best": chosen / best - 1 if best else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=("demo", "tpch"), default="demo")
+    parser.add_argument("--orders", type=int, default=100_000, help="demo: orders loaded")
+    parser.add_argument("--sf", type=float, default=1.0, help="tpch: scale factor")
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--warm-up", type=int, default=5)
+    parser.add_argument("--smallest", type=float, default=0.0001)
+    parser.add_argument("--largest", type=float, default=0.3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        passes = [run_pass(args, learn, Path(folder)) for learn in (True, False)]
+    scores = {("learned" if p.learn else "analytic"): scored(p, args.warm_up) for p in passes}
+    for name, score in scores.items():
+        accuracy = "-" if score["accuracy"] is None else f"{score['accuracy']:.0%}"
+        over = "-" if score["over_best"] is None else f"{score['over_best']:+.0%}"
+        print(
+            f"{name}: {score['right']}/{score['choices']} choices right ({accuracy}) in rounds "
+            f"{args.warm_up + 1}-{args.rounds}; chosen ways {score['chosen_seconds']:.1f}s against "
+            f"{score['best_seconds']:.1f}s always picking the faster ({over})"
+        )
+    if args.json:
+        document = {
+            "args": {k: str(v) for k, v in vars(args).items()},
+            "scores": scores,
+            "passes": [
+                {
+                    "learn": p.learn,
+                    "rounds": [{**r, "views": [asdict(v) for v in r["views"]]} for r in p.rounds],
+                }
+                for p in passes
+            ],
+        }
+        args.json.write_text(json.dumps(document, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Incremental or recompute, predicted from the stage's own history.
+
+The analytic rules (``physical.cost``) see rows and bytes; they cannot see the fixed cost of
+a MERGE, what file skipping saved, or what a statement costs on this cluster. The stage's
+past refreshes do: the refresh event log's summary (``storage.refresh_log``) keeps, per stage,
+its recent incremental refreshes as (source rows changed, seconds) and its recent
+recomputes' seconds. As Databricks' Enzyme grounds its estimates in past executions, a
+stage with both kinds of history is refreshed the way its history says is cheaper:
+
+- **a recompute** costs the median of its recent recomputes (a recompute reads everything,
+  whatever the change);
+- **an incremental refresh** of ``n`` changed rows costs the median of its past refreshes of
+  about that size (``n`` within a factor of ``NEAR``), when at least two were; otherwise the
+  straight line through its past refreshes (fixed cost plus a cost per row, least squares,
+  neither below zero), when their sizes differ; otherwise the history cannot say.
+
+The stage is recomputed when that is expected to take at most ``RECOMPUTE_SHARE`` of the
+incremental time. A stage without both (new, or one way never run) is left to the analytic
+rules, which are the prior. A wrong guess costs time, never correctness: both ways give the same rows.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from ivm_sql.storage.refresh_log import StageCosts
+
+NEAR = 2.0  # past refreshes within this factor of the change's rows are "of about this size"
+MIN_NEAR = 2  # of them, needed for their median to stand on its own
+# A recompute is chosen only when it is expected to take at most this share of the
+# incremental time: it also makes every stage above it recompute, which its own time does
+# not show, and on small tables the two ways differ by little more than noise.
+RECOMPUTE_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Seconds the stage's history expects each way, and the facts they come from."""
+
+    incremental: float
+    full: float
+    basis: str  # which past refreshes the incremental guess comes from
+    recomputes: int
+
+    @property
+    def seconds(self) -> tuple[float, float]:
+        """(incremental, full)."""
+        return self.incremental, self.full
+
+    @property
+    def recompute(self) -> bool:
+        return self.full <= RECOMPUTE_SHARE * self.incremental
+
+    def reason(self) -> str:
+        """What `ivm refresh` says decided, e.g. ``3 past incremental refreshes of about this
+        size took 6.1 s median, the last recompute 2.4 s``."""
+        recomputes = "the last recompute" if self.recomputes == 1 else "recomputes"
+        median = "" if self.recomputes == 1 else " median"
+        return f"{self.basis}, {recomputes} {self.full:.1f} s{median}"
+
+
+def describe(costs: StageCosts) -> str:
+    """A stage's history as `ivm compile` shows it."""
+    parts = []
+    if costs.incremental:
+        sizes = [int(rows) for rows, _ in costs.incremental]
+        median = statistics.median(s for _, s in costs.incremental)
+        parts.append(
+            f"{len(sizes)} incremental refreshes (median {median:.1f} s, "
+            f"{min(sizes):,} to {max(sizes):,} rows changed)"
+        )
+    if costs.full:
+        parts.append(f"{len(costs.full)} recomputes (median {statistics.median(costs.full):.1f} s)")
+    both = costs.incremental and costs.full
+    return ", ".join(parts) + (": it chooses" if both else ": one way only, the rules above decide")
+
+
+def predict(costs: StageCosts | None, changed_rows: int) -> Prediction | None:
+    """What the stage's history expects a refresh of ``changed_rows`` rows to cost each
+    way; None when it cannot say (the analytic rules decide)."""
+    if costs is None or not costs.full or not costs.incremental:
+        return None
+    incremental = _incremental(costs.incremental, changed_rows)
+    if incremental is None:
+        return None
+    seconds, basis = incremental
+    return Prediction(seconds, statistics.median(costs.full), basis, len(costs.full))
+
+
+def _incremental(samples: list[list[float]], rows: int) -> tuple[float, str] | None:
+    """Seconds an incremental refresh of ``rows`` rows should take, and why."""
+    near = [seconds for then, seconds in samples if _near(then, rows)]
+    if len(near) >= MIN_NEAR:
+        median = statistics.median(near)
+        return (
+            median,
+            f"{len(near)} past incremental refreshes of about this size took {median:.1f} s median",
+        )
+    if len({then for then, _ in samples}) < 2:
+        return None
+    slope, intercept = _line(samples)
+    guess = intercept + slope * rows
+    return guess, (
+        f"{len(samples)} past incremental refreshes ({intercept:.1f} s + {slope * 1000:.3f} s "
+        f"per 1,000 rows) put this one at {guess:.1f} s"
+    )
+
+
+def _near(then: float, now: int) -> bool:
+    low, high = sorted((max(then, 1.0), max(float(now), 1.0)))
+    return high <= NEAR * low
+
+
+def _line(samples: list[list[float]]) -> tuple[float, float]:
+    """Least-squares slope and intercept of seconds over rows, neither below zero."""
+    xs = [rows for rows, _ in samples]
+    ys = [seconds for _, seconds in samples]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    slope = max(sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread, 0.0)
+    intercept = mean_y - slope * mean_x
+    if intercept < 0:  # a fixed cost cannot be negative: the line through the origin instead
+        slope, intercept = (
+            sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs),
+            0.0,
+        )
+    return slope, intercept

@@ -1,0 +1,320 @@
+"""The refresh event log: what each refresh did, one row per view and stage it worked on, in
+a Delta table of the project's database (``__ivm_refresh_log``), appended once per refresh.
+
+Users query it in plain SQL; ``ivm history`` reads it. A refresh in which no stage ran
+appends nothing (an unchanged refresh stays free of Spark jobs).
+
+Each append also carries, in its commit's userMetadata, a summary that the next refresh
+reads from the log's last commit without a Spark job: per stage table, the refresh that last
+logged it (so a refresh can tell a stage commit that was never logged: its refresh was
+killed between the commit and its append, and the next refresh logs it from the commit's
+own record), and the stage's recent costs.
+
+Appends are a compare-and-swap, like a stage's commit (``storage.concurrent``): each is
+conditional on the log's version the summary was read at, so two refreshes that finish at
+the same moment do not lose each other's summary; the loser reads the new summary and tries
+again. Old entries are deleted at most once a day (``history.keep_days`` in ivm.yaml), by a
+DELETE that is a compare-and-swap too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import PySparkException
+from sqlglot import exp
+
+from ivm_sql.catalog import first_line
+from ivm_sql.errors import RefreshError
+from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, ident, table, to_sql
+from ivm_sql.storage import concurrent, delta_log
+
+NAME = f"{INTERNAL_PREFIX}_refresh_log"
+
+# The columns, in order, with their Spark types.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("refresh_id", "STRING"),  # one per refresh: when it started, and a random suffix
+    ("refresh_clock", "TIMESTAMP"),  # the refresh's pinned current time
+    ("view_name", "STRING"),  # db.view
+    ("stage_table", "STRING"),  # the stage's Delta table
+    ("stage_kind", "STRING"),  # bag, distinct, aggregate, recompute, fixpoint
+    ("action", "STRING"),  # created, recomputed, incremental, failed
+    ("strategy", "STRING"),  # incremental or full: what the stage ran
+    ("reason", "STRING"),  # why it recomputed (or what its incremental refresh did)
+    ("decided_by", "STRING"),  # what chose the strategy: history, analytic, or forced
+    ("predicted_incremental_seconds", "DOUBLE"),  # the stage's history's guesses, if any
+    ("predicted_full_seconds", "DOUBLE"),
+    ("source_versions", "MAP<STRING, BIGINT>"),  # each table the stage reads -> version read
+    ("rows_in", "BIGINT"),  # source rows changed since the stage's last refresh
+    ("rows_out", "BIGINT"),  # rows of the stage's table inserted, updated or deleted
+    ("files_read", "BIGINT"),  # files the change's key bounds opened (NULL: none bounded)
+    ("files_total", "BIGINT"),  # files of those bounded tables
+    ("plan_seconds", "DOUBLE"),  # reading logs and deciding
+    ("change_seconds", "DOUBLE"),  # computing the change (0 for a recompute)
+    ("write_seconds", "DOUBLE"),  # the MERGE, or the recompute's one statement
+    ("seconds", "DOUBLE"),  # all of the stage
+    ("statements", "INT"),  # SQL statements sent to Spark
+    ("spark_jobs", "INT"),  # Spark jobs run (NULL: not counted)
+    ("table_version", "BIGINT"),  # the stage table's version the refresh committed
+    ("outcome", "STRING"),  # ok, error, or unlogged (committed by a refresh that never logged it)
+    ("error", "STRING"),
+    ("logged_at", "TIMESTAMP"),  # when the row was appended
+)
+
+OUTCOME_OK = "ok"
+OUTCOME_ERROR = "error"
+OUTCOME_UNLOGGED = "unlogged"
+
+SAMPLES = 8  # recent incremental refreshes a stage's summary keeps
+RECOMPUTES = 4  # recent recomputes it keeps
+PRUNE_EVERY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of the log: what a refresh did to one stage."""
+
+    refresh_id: str
+    refresh_clock: datetime
+    view_name: str
+    stage_table: str
+    stage_kind: str
+    action: str
+    strategy: str
+    reason: str = ""
+    decided_by: str | None = None
+    predicted_incremental_seconds: float | None = None
+    predicted_full_seconds: float | None = None
+    source_versions: dict[str, int] = field(default_factory=dict)
+    rows_in: int | None = None
+    rows_out: int | None = None
+    files_read: int | None = None
+    files_total: int | None = None
+    plan_seconds: float | None = None
+    change_seconds: float | None = None
+    write_seconds: float | None = None
+    seconds: float | None = None
+    statements: int | None = None
+    spark_jobs: int | None = None
+    table_version: int | None = None
+    outcome: str = OUTCOME_OK
+    error: str | None = None
+
+
+@dataclass
+class StageCosts:
+    """What the summary keeps of one stage: the refresh that last logged it, its recent
+    incremental refreshes as (source rows changed, seconds), its recent recomputes' seconds."""
+
+    last: str = ""
+    incremental: list[list[float]] = field(default_factory=list)
+    full: list[float] = field(default_factory=list)
+
+    def add(self, event: Event) -> None:
+        self.last = event.refresh_id
+        if event.outcome != OUTCOME_OK or event.seconds is None:
+            return
+        if event.strategy == "full":
+            self.full = [*self.full, event.seconds][-RECOMPUTES:]
+        else:
+            sample = [float(event.rows_in or 0), event.seconds]
+            self.incremental = [*self.incremental, sample][-SAMPLES:]
+
+
+@dataclass
+class Summary:
+    """The summary an append carries (see the module's docstring). ``version``: the log's
+    version it was read at (-1: the log does not exist); ``committed``: when the commit
+    holding it was made (ms since the epoch; 0: none)."""
+
+    stages: dict[str, StageCosts] = field(default_factory=dict)
+    pruned: int = 0  # when entries were last deleted (ms since the epoch)
+    version: int = -1
+    committed: int = 0
+
+    def after(self, events: list[Event], refresh_id: str, pruned: int | None = None) -> dict:
+        """The record of an append of ``events``: this summary with them added."""
+        stages = {name: StageCosts(**asdict(costs)) for name, costs in self.stages.items()}
+        for event in events:
+            stages.setdefault(event.stage_table, StageCosts()).add(event)
+        return {
+            "log": 1,
+            "refresh": refresh_id,
+            "pruned": self.pruned if pruned is None else pruned,
+            "stages": {name: asdict(costs) for name, costs in sorted(stages.items())},
+        }
+
+    @classmethod
+    def from_record(cls, record: dict, version: int, committed: int) -> Summary:
+        stages = {
+            name: StageCosts(
+                str(costs.get("last", "")),
+                [list(map(float, s)) for s in costs.get("incremental", [])],
+                [float(s) for s in costs.get("full", [])],
+            )
+            for name, costs in (record.get("stages") or {}).items()
+        }
+        return cls(stages, int(record.get("pruned") or 0), version, committed)
+
+
+def table_in(database: str) -> str:
+    return f"{database}.{NAME}"
+
+
+def read_summary(log: delta_log.DeltaLog, name: str, look_back: int = 20) -> Summary:
+    """The summary of the log's newest append (read from its Delta log: no Spark job)."""
+    if not log.exists(name):
+        return Summary()
+    latest = log.latest_version(name)
+    for version in range(latest, max(-1, latest - look_back), -1):
+        commit = log.commit(name, version)
+        if commit.record is not None and commit.record.get("log") == 1:
+            return Summary.from_record(commit.record, latest, commit.timestamp)
+    return Summary(version=latest)
+
+
+def append(
+    spark,
+    log: delta_log.DeltaLog,
+    name: str,
+    events: list[Event],
+    refresh_id: str,
+    keep_days: int | None,
+    clock: datetime,
+) -> None:
+    """Append ``events`` in one commit carrying the new summary; first, once a day, delete
+    the entries older than ``keep_days`` before ``clock`` (the refresh's). A row another refresh already logged for this
+    refresh (it found the stage's commit unlogged while this one was still running) is left
+    out, so no stage is logged twice."""
+    for _ in range(concurrent.ATTEMPTS):
+        try:
+            if _append_once(spark, log, name, events, refresh_id, keep_days, clock):
+                return
+        except (PySparkException, Py4JJavaError) as error:
+            if not concurrent.is_conflict(error):
+                raise RefreshError(
+                    f"{name}: the refresh log could not be written: {first_line(error)}",
+                    hint="the views were refreshed; to stop logging, set history: {log: false} in ivm.yaml",
+                ) from None
+    raise RefreshError(
+        f"{name}: other refreshes appended to the refresh log first {concurrent.ATTEMPTS} times in a row",
+        hint="the views were refreshed; this refresh is missing from the log",
+    )
+
+
+def _append_once(
+    spark,
+    log: delta_log.DeltaLog,
+    name: str,
+    events: list[Event],
+    refresh_id: str,
+    keep_days: int | None,
+    clock: datetime,
+) -> bool:
+    """One try: False when another refresh's commit landed first."""
+    if not log.exists(name):
+        spark.sql(to_sql(create_statement(name), pretty=False))
+    summary = read_summary(log, name)
+    pruned = None
+    if keep_days is not None and _ms(clock) - summary.pruned >= PRUNE_EVERY.total_seconds() * 1000:
+        pruned = _ms(clock)
+        record = summary.after([], refresh_id, pruned)
+        # a DELETE that finds nothing to delete commits nothing: then the append says when
+        if _committed(spark, log, name, summary.version, record, _prune(name, clock, keep_days)):
+            if not _is_own(log, name, record):
+                return False
+            summary = read_summary(log, name)
+    own = [e for e in events if summary.stages.get(e.stage_table, StageCosts()).last != refresh_id]
+    if not own:
+        return True
+    record = summary.after(own, refresh_id, pruned)
+    insert = insert_statement(name, own, datetime.now(UTC))
+    return _committed(spark, log, name, summary.version, record, insert) and _is_own(
+        log, name, record
+    )
+
+
+def _committed(
+    spark, log: delta_log.DeltaLog, name: str, read_at: int, record: dict, statement: exp.Expression
+) -> bool:
+    """Run ``statement`` as a compare-and-swap on the log's version ``read_at`` (Delta skips
+    it when another commit landed first); whether any commit landed since ``read_at``."""
+    with delta_log.commit_record(spark, record, read_at + 1):
+        spark.sql(to_sql(statement, pretty=False))
+    return log.latest_version(name) > read_at
+
+
+def _is_own(log: delta_log.DeltaLog, name: str, record: dict) -> bool:
+    """Whether the log's newest commit is the one carrying ``record``."""
+    return log.commit(name, log.latest_version(name)).record == {"ivm": 1, **record}
+
+
+def create_statement(name: str) -> exp.Create:
+    schema = exp.Schema(
+        this=table(name),
+        expressions=[
+            exp.ColumnDef(this=ident(column), kind=exp.DataType.build(kind, dialect="spark"))
+            for column, kind in COLUMNS
+        ],
+    )
+    return exp.Create(
+        this=schema,
+        kind="TABLE",
+        exists=True,
+        properties=exp.Properties(expressions=[exp.FileFormatProperty(this=exp.var("DELTA"))]),
+    )
+
+
+def insert_statement(name: str, events: list[Event], logged_at: datetime) -> exp.Insert:
+    rows = [
+        exp.Tuple(
+            expressions=[
+                _typed(value, kind)
+                for value, (_, kind) in zip(
+                    [*asdict(event).values(), logged_at], COLUMNS, strict=True
+                )
+            ]
+        )
+        for event in events
+    ]
+    target = exp.Schema(this=table(name), expressions=[ident(c) for c, _ in COLUMNS])
+    return exp.Insert(this=target, expression=exp.Values(expressions=rows))
+
+
+def _prune(name: str, clock: datetime, keep_days: int) -> exp.Delete:
+    oldest = clock - timedelta(days=keep_days)
+    return exp.Delete(
+        this=table(name),
+        where=exp.Where(
+            this=exp.LT(this=col("refresh_clock"), expression=_typed(oldest, "TIMESTAMP"))
+        ),
+    )
+
+
+def _typed(value: object, kind: str) -> exp.Expression:
+    """``value`` as a SQL literal of column type ``kind``."""
+    if value is None:
+        literal: exp.Expression = exp.null()
+    elif isinstance(value, dict):
+        literal = (
+            exp.VarMap(
+                keys=exp.Array(expressions=[exp.Literal.string(k) for k in value]),
+                values=exp.Array(expressions=[exp.Literal.number(v) for v in value.values()]),
+            )
+            if value
+            else exp.Anonymous(this="map")
+        )
+    elif isinstance(value, datetime):  # as microseconds: whatever the session's time zone
+        micros = exp.Literal.number(round(value.timestamp() * 1_000_000))
+        return exp.Anonymous(this="timestamp_micros", expressions=[micros])
+    elif isinstance(value, int | float):
+        literal = exp.Literal.number(repr(value))
+    else:
+        literal = exp.Literal.string(str(value))
+    return exp.cast(literal, exp.DataType.build(kind, dialect="spark"))
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)

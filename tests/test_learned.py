@@ -1,0 +1,107 @@
+"""The cost model that learns from a stage's history (``physical.learned``), through the
+choice the refresh asks of ``CostModel.choose``. No Spark: the history is the summary the
+refresh log keeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from ivm_sql.physical import learned
+from ivm_sql.physical.cost import ANALYTIC, COST_REASON, FORCED, HISTORY, CostModel
+from ivm_sql.refresh_policy import RefreshPolicy
+from ivm_sql.storage.refresh_log import StageCosts
+
+STAGE = "shop.__ivm_orders"
+MODEL = CostModel(recompute_above=0.1)
+LARGE = 50_000  # changed rows past the analytic rules' small-change floor
+
+
+def rows_of(_table: str) -> int:
+    return 1_000_000  # the stage reads a million rows: 50,000 changed is 5%, under 10%
+
+
+def choice(costs: StageCosts | None, changed: int, model: CostModel = MODEL):
+    history = {} if costs is None else {STAGE: costs}
+    return model.learning_from(history).choose(STAGE, {"shop.orders": changed}, rows_of)
+
+
+def test_without_history_the_analytic_rules_decide() -> None:
+    made = choice(None, LARGE)
+    assert (made.reason, made.decided_by, made.prediction) == (None, ANALYTIC, None)
+    # one way only in the history: it cannot compare, so the analytic rules still decide
+    only_incremental = StageCosts("r1", [[100.0, 0.5], [200.0, 0.6]], [])
+    assert choice(only_incremental, LARGE).decided_by == ANALYTIC
+    # the rows rule itself still fires on a change of most of the rows
+    assert choice(None, 900_000).reason.startswith(COST_REASON)
+
+
+def test_incremental_grown_slower_than_a_recompute_is_recomputed_and_says_why() -> None:
+    slow = StageCosts("r9", [[40_000.0, 6.0], [60_000.0, 6.4], [45_000.0, 5.9]], [2.4])
+    made = choice(slow, LARGE)
+    assert made.decided_by == HISTORY
+    assert made.prediction.seconds == (6.0, 2.4)
+    assert made.reason == (
+        f"{COST_REASON}: 3 past incremental refreshes of about this size took 6.0 s median, "
+        "the last recompute 2.4 s"
+    )
+
+
+def test_incremental_cheaper_in_its_history_is_applied_even_where_the_rows_rule_would_recompute() -> (
+    None
+):
+    fast = StageCosts("r9", [[800_000.0, 1.1], [700_000.0, 0.9]], [3.0, 3.4, 2.8])
+    made = choice(fast, 900_000)
+    assert (made.reason, made.decided_by) == (None, HISTORY)
+    assert made.prediction.seconds == (1.0, 3.0)
+
+
+def test_a_change_of_a_size_never_seen_follows_the_line_through_the_history() -> None:
+    # 0.5 s fixed, 0.1 ms a row: 100 rows 0.51 s, 10,000 rows 1.5 s
+    costs = StageCosts("r3", [[100.0, 0.51], [10_000.0, 1.5]], [4.0])
+    small, large = choice(costs, 1_000), choice(costs, 100_000)
+    assert small.reason is None and small.prediction.incremental == pytest.approx(0.6, abs=0.01)
+    assert (
+        large.reason.startswith(COST_REASON)
+        and "past incremental refreshes (0.5 s +" in large.reason
+    )
+    assert large.prediction.incremental == pytest.approx(10.5, abs=0.05)
+    # all of one size: no line, and too far from it for their median: the rules decide
+    same_size = StageCosts("r3", [[100.0, 0.5], [100.0, 0.6]], [4.0])
+    assert choice(same_size, 100_000).decided_by == ANALYTIC
+
+
+def test_a_line_never_predicts_below_zero() -> None:
+    falling = [[100.0, 3.0], [200.0, 1.0], [10_000.0, 0.5]]
+    slope, intercept = learned._line(falling)
+    assert slope >= 0 and intercept >= 0
+
+
+@pytest.mark.parametrize(
+    "policy", [RefreshPolicy.INCREMENTAL, RefreshPolicy.INCREMENTAL_STRICT, RefreshPolicy.FULL]
+)
+def test_policies_other_than_auto_never_consult_the_history(policy: RefreshPolicy) -> None:
+    slow = StageCosts("r9", [[40_000.0, 6.0], [60_000.0, 6.4]], [0.1])
+    model = MODEL.learning_from({STAGE: slow}).under(policy)
+    made = model.choose(STAGE, {"shop.orders": LARGE}, rows_of)
+    assert (made.reason, made.decided_by) == (None, FORCED)
+    assert (
+        MODEL.learning_from({STAGE: slow})
+        .under(RefreshPolicy.AUTO)
+        .choose(STAGE, {"shop.orders": LARGE}, rows_of)
+        .decided_by
+        == HISTORY
+    )
+
+
+def test_recompute_above_never_turns_history_off_too() -> None:
+    slow = StageCosts("r9", [[40_000.0, 6.0], [60_000.0, 6.4]], [0.1])
+    never = CostModel(recompute_above=None).learning_from({STAGE: slow})
+    assert never.choose(STAGE, {"shop.orders": LARGE}, rows_of).reason is None
+
+
+def test_a_recompute_must_save_a_fifth_to_be_chosen() -> None:
+    """A recompute also recomputes every stage above it, and small gaps are noise."""
+    barely = StageCosts("r9", [[40_000.0, 2.0], [60_000.0, 2.0]], [1.7])
+    assert choice(barely, LARGE).reason is None
+    clearly = StageCosts("r9", [[40_000.0, 2.0], [60_000.0, 2.0]], [1.6])
+    assert choice(clearly, LARGE).reason.startswith(COST_REASON)
