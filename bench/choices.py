@@ -56,7 +56,8 @@ class ViewRound:
     chose: str | None  # "incremental" or "full"; None: no choice (forced, or not changed)
     incremental: float | None
     full: float | None
-    chosen_seconds: float | None
+    chosen_seconds: float | None  # the chosen way's time, as its own copy took it
+    auto_seconds: float  # what the AUTO copy took (the same way, timed once more)
     reason: str = ""
 
     @property
@@ -160,15 +161,11 @@ def refresh_round(project: Project) -> list[ViewRound]:
         chose = "full" if auto.action == "recomputed" else "incremental"
         if "forced" in decided.get(name, {"forced"}):
             chose = None
+        incremental = inc.seconds if inc.action == "incremental" else None
+        recomputed = full.seconds if full.action == "recomputed" else None
+        chosen = recomputed if chose == "full" else incremental
         found.append(
-            ViewRound(
-                name,
-                chose,
-                inc.seconds if inc.action == "incremental" else None,
-                full.seconds if full.action == "recomputed" else None,
-                auto.seconds,
-                auto.reason,
-            )
+            ViewRound(name, chose, incremental, recomputed, chosen, auto.seconds, auto.reason)
         )
     return found
 
@@ -221,7 +218,7 @@ def run_pass(args: argparse.Namespace, learn: bool, folder: Path) -> Pass:
         for v in views:
             print(
                 f"    {v.view:<24} chose {v.chose or '-':<11} inc {_s(v.incremental)} full {_s(v.full)} "
-                f"took {_s(v.chosen_seconds)}  {v.reason}",
+                f"(AUTO took {_s(v.auto_seconds)})  {v.reason}",
                 flush=True,
             )
     return result

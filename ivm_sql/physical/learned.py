@@ -12,7 +12,8 @@ stage with both kinds of history is refreshed the way its history says is cheape
 - **an incremental refresh** of ``n`` changed rows costs the median of its past refreshes of
   about that size (``n`` within a factor of ``NEAR``), when at least two were; otherwise the
   straight line through its past refreshes (fixed cost plus a cost per row, least squares,
-  neither below zero), when their sizes differ; otherwise the history cannot say.
+  neither below zero), when at least ``LINE_POINTS`` of them span sizes ``LINE_SPAN`` apart;
+  otherwise the history cannot say.
 
 The stage is recomputed when that is expected to take at most ``RECOMPUTE_SHARE`` of the
 incremental time. A stage without both (new, or one way never run) is left to the analytic
@@ -28,6 +29,10 @@ from ivm_sql.storage.refresh_log import StageCosts
 
 NEAR = 2.0  # past refreshes within this factor of the change's rows are "of about this size"
 MIN_NEAR = 2  # of them, needed for their median to stand on its own
+# A line through past refreshes needs sizes this far apart (largest over smallest), and this
+# many of them: through a few small changes, noise alone makes a steep line.
+LINE_SPAN = 10.0
+LINE_POINTS = 3
 # A recompute is chosen only when it is expected to take at most this share of the
 # incremental time: it also makes every stage above it recompute, which its own time does
 # not show, and on small tables the two ways differ by little more than noise.
@@ -97,7 +102,8 @@ def _incremental(samples: list[list[float]], rows: int) -> tuple[float, str] | N
             median,
             f"{len(near)} past incremental refreshes of about this size took {median:.1f} s median",
         )
-    if len({then for then, _ in samples}) < 2:
+    sizes = [max(then, 1.0) for then, _ in samples]
+    if len(samples) < LINE_POINTS or max(sizes) < LINE_SPAN * min(sizes):
         return None
     slope, intercept = _line(samples)
     guess = intercept + slope * rows
