@@ -11,9 +11,10 @@ stage with both kinds of history is refreshed the way its history says is cheape
   whatever the change);
 - **an incremental refresh** of ``n`` changed rows costs the median of its past refreshes of
   about that size (``n`` within a factor of ``NEAR``), when at least two were; otherwise the
-  straight line through its past refreshes (fixed cost plus a cost per row, least squares,
-  neither below zero), when at least ``LINE_POINTS`` of them span sizes ``LINE_SPAN`` apart;
-  otherwise the history cannot say.
+  straight line through its past refreshes (fixed cost plus a cost per row, Theil-Sen:
+  medians, which one slow refresh does not tilt; neither below zero), when at least
+  ``LINE_POINTS`` of them span sizes ``LINE_SPAN`` apart and ``n`` is at most
+  ``LINE_REACH`` times the largest; otherwise the history cannot say.
 
 The stage is recomputed when that is expected to take at most ``RECOMPUTE_SHARE`` of the
 incremental time. A stage without both (new, or one way never run) is left to the analytic
@@ -33,6 +34,8 @@ MIN_NEAR = 2  # of them, needed for their median to stand on its own
 # many of them: through a few small changes, noise alone makes a steep line.
 LINE_SPAN = 10.0
 LINE_POINTS = 3
+# ... and is followed up to this many times the largest of them, no further
+LINE_REACH = 4.0
 # A recompute is chosen only when it is expected to take at most this share of the
 # incremental time: it also makes every stage above it recompute, which its own time does
 # not show, and on small tables the two ways differ by little more than noise.
@@ -105,6 +108,8 @@ def _incremental(samples: list[list[float]], rows: int) -> tuple[float, str] | N
     sizes = [max(then, 1.0) for then, _ in samples]
     if len(samples) < LINE_POINTS or max(sizes) < LINE_SPAN * min(sizes):
         return None
+    if rows > LINE_REACH * max(sizes):
+        return None
     slope, intercept = _line(samples)
     guess = intercept + slope * rows
     return guess, (
@@ -119,16 +124,18 @@ def _near(then: float, now: int) -> bool:
 
 
 def _line(samples: list[list[float]]) -> tuple[float, float]:
-    """Least-squares slope and intercept of seconds over rows, neither below zero."""
-    xs = [rows for rows, _ in samples]
-    ys = [seconds for _, seconds in samples]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    slope = max(sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread, 0.0)
-    intercept = mean_y - slope * mean_x
+    """The Theil-Sen line of seconds over rows (slope: the median of the slopes between
+    every two refreshes; intercept: the median of what each leaves), neither below zero. A
+    median, not least squares: one slow refresh among a few small ones tilts a least-squares
+    line steeply, and the line is then followed far beyond them."""
+    pairs = [
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(samples)
+        for x2, y2 in samples[i + 1 :]
+        if x2 != x1
+    ]
+    slope = max(statistics.median(pairs), 0.0)
+    intercept = statistics.median(y - slope * x for x, y in samples)
     if intercept < 0:  # a fixed cost cannot be negative: the line through the origin instead
-        slope, intercept = (
-            sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs),
-            0.0,
-        )
+        slope, intercept = statistics.median(y / x for x, y in samples if x > 0), 0.0
     return slope, intercept
