@@ -30,9 +30,6 @@ SESSION_SETTINGS = {
     # hundreds of Delta tables by the end of the run: with Spark's default 1g heap, the
     # TPC-H comparisons ran out of memory for broadcasts (or timed out in GC)
     "spark.driver.memory": "4g",
-    # the throughput collector: test_refresh.py took 236-293 s with it against 319-322 s with
-    # Java's default G1 (two runs each, alternating, idle machine, 2026-11-27)
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
 }
 
 

@@ -168,8 +168,8 @@ def test_demo_runs_on_a_standalone_cluster(cluster: Cluster, tmp_path: Path) -> 
     round_trip = json.loads(done.stdout.strip().splitlines()[-1])
     assert round_trip["refresh"] == dict.fromkeys(DEMO_VIEWS, "incremental")
     assert round_trip["verify"] == dict.fromkeys(DEMO_VIEWS, True)
-    assert round_trip["history"] == sorted(
-        (view, way) for view in DEMO_VIEWS for way in ("full", "incremental")
+    assert round_trip["history"] == sorted(  # JSON's lists
+        [view, way] for view in DEMO_VIEWS for way in ("full", "incremental")
     )
 
     # Three applications on the master (two commands, one Python process), each with an

@@ -64,6 +64,7 @@ class Recorder:
         self.summary = summary
         self.events: list[Event] = []
         self._lock = threading.Lock()
+        self._told: set[tuple[str, str]] = set()  # (refresh, stage) of the unlogged events
 
     def ran(self, view: str, stage: Stage, outcome: StageOutcome, cost: Cost) -> None:
         plan, write = cost.phases.get("plan", 0.0), cost.phases.get("write", 0.0)
@@ -116,7 +117,8 @@ class Recorder:
     ) -> None:
         """Events for the commits to ``stage`` since the one the log last logged, made by
         refreshes that never logged them. Without a log there is nothing to tell apart; a
-        stage the log has never seen counts only commits after the log's last append."""
+        stage the log has never seen counts only commits after the log's last append; a
+        record that names no refresh is older than the log."""
         if record_version is None or self.summary.version < 0:
             return
         costs = self.summary.stages.get(stage.table)
@@ -124,16 +126,20 @@ class Recorder:
         by_refresh: dict[str, list[delta_log.Commit]] = {}
         for version in range(record_version, max(-1, record_version - LOOK_BACK), -1):
             commit = log.commit(stage.table, version)
-            made_by = (commit.record or {}).get("refresh")
-            if made_by is None:
+            if commit.record is None:  # not ivm's (OPTIMIZE, say): look further back
                 continue
-            if made_by in (last, self.refresh_id) or (
-                last is None and commit.timestamp <= self.summary.committed
+            made_by = commit.record.get("refresh")
+            if (
+                made_by is None
+                or made_by in (last, self.refresh_id)
+                or (last is None and commit.timestamp <= self.summary.committed)
             ):
                 break
             by_refresh.setdefault(made_by, []).append(commit)
         for made_by, commits in sorted(by_refresh.items()):
-            self._add(_from_commits(made_by, view, stage, commits))
+            if (made_by, stage.table) not in self._told:  # a stage looked at again: once
+                self._told.add((made_by, stage.table))
+                self._add(_from_commits(made_by, view, stage, commits))
 
     def _add(self, event: Event) -> None:
         with self._lock:
@@ -149,9 +155,13 @@ def _from_commits(refresh_id: str, view: str, stage: Stage, commits: list) -> Ev
     merged = any(c.operation == "MERGE" for c in commits)
     full = not merged and any(c.changes_rows for c in commits)
     newest = max(commits, key=lambda c: c.version)
+    try:
+        clock = started_at(refresh_id)
+    except ValueError:  # an id of another form: when its commit was made
+        clock = datetime.fromtimestamp(newest.timestamp / 1000, UTC)
     return Event(
         refresh_id,
-        started_at(refresh_id),
+        clock,
         view,
         stage.table,
         stage.kind,
