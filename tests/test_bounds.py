@@ -13,6 +13,7 @@ import itertools
 
 import pytest
 import sqlglot
+from jobs import job_group
 from sqlglot import exp
 
 from ivm_sql.catalog import StaticCatalog
@@ -338,13 +339,10 @@ def _source(select: str) -> exp.Subquery:
 
 def _jobs(spark, action) -> tuple[object, int]:
     """What ``action`` returns, and how many Spark jobs it ran."""
-    context, group = spark.sparkContext, f"key-values-probe-{next(_probes)}"
-    context.setJobGroup(group, "probe")
-    try:
+    group = f"key-values-probe-{next(_probes)}"
+    with job_group(spark, group) as jobs:
         result = action()
-    finally:
-        context.setJobGroup("after-probe", "after-probe")
-    return result, len(context.statusTracker().getJobIdsForGroup(group))
+    return result, len(jobs(group))
 
 
 def test_keys_read_straight_from_a_feed_take_its_values_once_per_refresh(spark) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from jobs import job_group
 from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 
 from ivm_sql.compiler.routing import EVERY_REFRESH_REASON
@@ -79,13 +80,9 @@ def test_refresh_without_changes_runs_no_spark_job(spark, tmp_project: MakeProje
     specs = [ROLLUP, LINES, BY_COUNTRY, STATUSES]
     project = open_project(spark, tmp_project, specs)
     project.refresh()
-    context = spark.sparkContext
-    context.setJobGroup("probe", "probe")
-    try:
+    with job_group(spark, "probe") as jobs_of:
         reports = project.refresh()
-    finally:
-        context.setJobGroup("after-probe", "after-probe")
-    jobs = context.statusTracker().getJobIdsForGroup("probe")
+    jobs = jobs_of("probe")
     assert {r.action for r in reports} == {"unchanged"}, actions(reports)
     assert list(jobs) == [], f"a refresh with nothing to do ran {len(jobs)} Spark job(s)"
 
@@ -108,15 +105,9 @@ def test_view_whose_sources_did_not_change_runs_no_spark_job(
         groups.append(report.view)
         context.setJobGroup(f"view-{len(groups)}", "probe")
 
-    context.setJobGroup("view-0", "probe")
-    try:
+    with job_group(spark, "view-0") as jobs_of:
         reports = project.refresh(on_view=next_group)
-    finally:
-        context.setJobGroup("after-probe", "after-probe")
-    jobs = {
-        r.view.split(".")[-1]: list(context.statusTracker().getJobIdsForGroup(f"view-{i}"))
-        for i, r in enumerate(reports)
-    }
+    jobs = {r.view.split(".")[-1]: jobs_of(f"view-{i}") for i, r in enumerate(reports)}
     assert actions(reports)["countries"] == ("unchanged", "")
     assert jobs["countries"] == [], (
         f"countries reads only customers, which did not change, yet ran jobs {jobs['countries']}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from jobs import job_group
 
 from ivm_sql.physical.sizes import TableSizes
 from ivm_sql.storage.delta_log import DeltaLog
@@ -39,14 +40,10 @@ def test_rows_come_from_the_checksum_file_without_a_job(spark, churned) -> None:
         for v in range(1, churned + 1)
     ]
     sizes = TableSizes(spark, DeltaLog(spark), run)
-    context = spark.sparkContext
-    context.setJobGroup("sizes-probe", "probe")
-    try:
+    with job_group(spark, "sizes-probe") as jobs:
         rows = [sizes.rows(TABLE, v) for v in range(1, churned + 1)]
-    finally:
-        context.setJobGroup("after-probe", "after-probe")
     assert rows == counted == [1000, 1002, 992, 992]
-    assert list(context.statusTracker().getJobIdsForGroup("sizes-probe")) == []
+    assert jobs("sizes-probe") == []
 
 
 def test_rows_without_a_checksum_file_are_counted_by_spark(spark, churned) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
+from jobs import job_group
 from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 
 from ivm_sql.host import WarmSnapshots
@@ -44,13 +44,6 @@ class Recording:
 
     def __getattr__(self, name: str):
         return getattr(self._spark, name)
-
-
-@pytest.fixture
-def no_job_group(spark) -> None:
-    """Jobs are counted where the caller set no job group (``runtime.tally``); a test before
-    this one may have left its own on the thread."""
-    spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
 
 
 def open_project(spark, tmp_project: MakeProject, rows: int) -> Project:
@@ -100,7 +93,6 @@ def test_the_merge_runs_interpreted_when_the_change_it_writes_is_small(
     assert not failures, failures
 
 
-@pytest.mark.usefixtures("no_job_group")
 def test_a_refresh_counts_the_statements_and_jobs_of_each_changed_stage(
     spark, tmp_project: MakeProject
 ) -> None:
@@ -130,19 +122,14 @@ def test_a_callers_job_group_keeps_its_jobs_and_the_count_is_unknown(
     spark, tmp_project: MakeProject
 ) -> None:
     project = open_project(spark, tmp_project, 10)
-    context = spark.sparkContext
-    context.setJobGroup("callers-group", "a caller that groups its jobs")
-    try:
+    with job_group(spark, "callers-group") as jobs:
         (report,) = project.refresh()
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
     assert report.action == "created" and report.statements >= 1
     assert report.jobs is None
     # the refresh's jobs stayed in it
-    assert context.statusTracker().getJobIdsForGroup("callers-group")
+    assert jobs("callers-group")
 
 
-@pytest.mark.usefixtures("no_job_group")
 def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(
     spark, tmp_project: MakeProject, monkeypatch
 ) -> None:
@@ -165,7 +152,7 @@ def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(
 
 
 def test_a_stage_whose_delta_state_the_server_computed_commits_with_one_job_less(
-    spark, tmp_project: MakeProject, no_job_group
+    spark, tmp_project: MakeProject
 ) -> None:
     """Delta checks ivm's idempotent commit against the transactions of the stage table's
     snapshot state, a job over its log; the server computes it between commands

@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from jobs import job_group
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
@@ -143,12 +144,9 @@ def jobs_of(
     spark: SparkSession, group: str, action: Callable[[], object]
 ) -> tuple[object, list[int]]:
     """What ``action`` returns, and the Spark jobs it ran (under job group ``group``)."""
-    context = spark.sparkContext
-    context.setJobGroup(group, group)
-    try:
-        return action(), list(context.statusTracker().getJobIdsForGroup(group))
-    finally:
-        context.setJobGroup("after-" + group, "after")
+    with job_group(spark, group) as jobs:
+        result = action()
+    return result, jobs(group)
 
 
 def test_watch_refreshes_each_round_of_changes_and_polls_without_a_job(
