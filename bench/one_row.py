@@ -72,7 +72,7 @@ def refresh_round(
 
 def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: float) -> None:
     def compute_states() -> None:
-        for table in project.stage_versions:
+        for table in project.written_versions:
             compute_state(project.spark, table)
 
     ivms_way = (compute_states, nullcontext)  # as in the server, between commands

@@ -160,8 +160,8 @@ class WarmSnapshots:
         self._computed: dict[str, int] = {}  # table -> the version whose state was computed
         threading.Thread(target=self._compute, name=WARM_TAG, daemon=True).start()
 
-    def after_refresh(self, stage_versions: dict[str, int]) -> None:
-        for table, version in stage_versions.items():
+    def after_refresh(self, written_versions: dict[str, int]) -> None:
+        for table, version in written_versions.items():
             if self._computed.get(table) != version:
                 self._waiting.put((table, version))
 
@@ -204,7 +204,7 @@ class WarmProjects:
         yield project
         with self._guard:  # only after a command that succeeded, as it saves its analysis
             self._idle[project.root] = project
-        self._after_command(project.stage_versions)
+        self._after_command(project.written_versions)
 
 
 class Command:

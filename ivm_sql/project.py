@@ -40,8 +40,7 @@ from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.verify import VerifyResult, verify_views
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
-from ivm_sql.storage import concurrent, delta_log
-from ivm_sql.storage.refresh_log import Summary
+from ivm_sql.storage import concurrent, delta_log, refresh_log
 from ivm_sql.viewdefs import ViewDef, load_views
 
 
@@ -100,9 +99,10 @@ class Project:
         )
         self._plans: dict = {}  # view name -> (what its plan depends on, plan), kept across compiles
         self._locations: dict[str, str] = {}  # ivm's tables -> their folders, kept across refreshes
-        # each stage table's version after this project's last refresh: the server has Delta
-        # compute their state before the next one (ivm_sql.host.WarmSnapshots)
-        self.stage_versions: dict[str, int] = {}
+        # the version of each table this project's last refresh committed to (its stage tables
+        # and its event log): the server has Delta compute their state before the next one
+        # (ivm_sql.host.WarmSnapshots)
+        self.written_versions: dict[str, int] = {}
 
     @classmethod
     def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> Project:
@@ -146,7 +146,7 @@ class Project:
         """When a refresh recomputes a stage instead of applying its change (ivm.yaml refresh:)."""
         return CostModel.from_settings(self.config.refresh)
 
-    def _cost_model(self, summary: Summary | None) -> CostModel:
+    def _cost_model(self, summary: refresh_log.Summary | None) -> CostModel:
         """The cost model, learning from the stages' history in the refresh log's summary
         when ivm.yaml's history.learn is on."""
         if summary is None or not self.config.history.learn:
@@ -326,12 +326,15 @@ class Project:
             raise
         if recorder is not None:
             self._log_refresh(log, recorder)
-        self.stage_versions = {
+        self.written_versions = {
             stage.table: refresher.current[stage.table]
             for plan in plans
             for stage in plan.stages
             if stage.table in refresher.current
         }
+        if recorder is not None and recorder.events:  # its append, too, checks its txn version
+            events_table = refresh_log.table_in(self.database)
+            self.written_versions[events_table] = log.latest_version(events_table)
         return streamed + reports, {
             **streams,
             **{table: refresher.current[table] for plan in plans for table in plan.base_tables},
