@@ -120,3 +120,19 @@ def test_one_slow_refresh_does_not_tilt_the_line() -> None:
     assert made.reason is None and made.prediction.incremental == pytest.approx(1.5, abs=0.05)
     # far beyond every size it has seen, the history does not guess: the rules decide
     assert choice(costs, 100_000).decided_by == ANALYTIC
+
+
+def test_small_refreshes_close_in_rows_do_not_set_the_slope() -> None:
+    """A stage's history from the choice benchmark (demo, 100,000 orders): three refreshes of
+    33-96 rows, two of thousands, about 1 s each. Unweighted, the slopes between the small
+    ones (1.7 ms a row: 0.1 s of noise over 50 rows) make the median 0.13 ms a row; weighted
+    by rows apart, the slope follows the refreshes thousands of rows apart."""
+    samples = [[47.0, 0.956], [96.0, 1.040], [5945.0, 1.102], [2571.0, 1.327], [33.0, 0.930]]
+    slope, intercept = learned._line(samples)
+    assert slope < 0.04e-3 and intercept == pytest.approx(0.95, abs=0.05)
+
+
+def test_the_weighted_median_is_the_value_at_half_the_weight() -> None:
+    assert learned._weighted_median([(1.0, 1.0), (2.0, 1.0), (3.0, 5.0)]) == 3.0
+    assert learned._weighted_median([(1.0, 3.0), (2.0, 1.0), (3.0, 1.0)]) == 1.0
+    assert learned._weighted_median([(1.0, 1.0), (2.0, 1.0)]) == 1.0

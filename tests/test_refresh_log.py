@@ -218,15 +218,13 @@ def test_two_appends_at_once_keep_both_rows_and_both_summaries(spark, tmp_projec
         summary = real(log, table, look_back)
         if not raced:  # the other refresh lands right after this one read the summary
             raced.append("b")
-            refresh_log.append(
-                spark, project.delta_log(), name, [event("b", "db.stage_b")], "b", None, clock
-            )
+            batch = refresh_log.Batch(name, "b", [event("b", "db.stage_b")], clock)
+            refresh_log.append(spark, project.delta_log(), batch)
         return summary
 
     with mock.patch.object(refresh_log, "read_summary", read_then_overtaken):
-        refresh_log.append(
-            spark, project.delta_log(), name, [event("a", "db.stage_a")], "a", None, clock
-        )
+        batch = refresh_log.Batch(name, "a", [event("a", "db.stage_a")], clock)
+        refresh_log.append(spark, project.delta_log(), batch)
     rows = spark.sql(f"SELECT refresh_id, stage_table FROM {name}").collect()
     assert sorted((r.refresh_id, r.stage_table) for r in rows) == [
         ("a", "db.stage_a"),

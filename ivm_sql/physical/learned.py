@@ -12,7 +12,8 @@ stage with both kinds of history is refreshed the way its history says is cheape
 - **an incremental refresh** of ``n`` changed rows costs the median of its past refreshes of
   about that size (``n`` within a factor of ``NEAR``), when at least two were; otherwise the
   straight line through its past refreshes (fixed cost plus a cost per row, Theil-Sen:
-  medians, which one slow refresh does not tilt; neither below zero), when at least
+  medians, which one slow refresh does not tilt, of slopes weighted by rows apart; neither
+  below zero), when at least
   ``LINE_POINTS`` of them span sizes ``LINE_SPAN`` apart and ``n`` is at most
   ``LINE_REACH`` times the largest; otherwise the history cannot say.
 
@@ -23,6 +24,8 @@ rules, which are the prior. A wrong guess costs time, never correctness: both wa
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import statistics
 from dataclasses import dataclass
 
@@ -124,18 +127,28 @@ def _near(then: float, now: int) -> bool:
 
 
 def _line(samples: list[list[float]]) -> tuple[float, float]:
-    """The Theil-Sen line of seconds over rows (slope: the median of the slopes between
-    every two refreshes; intercept: the median of what each leaves), neither below zero. A
-    median, not least squares: one slow refresh among a few small ones tilts a least-squares
-    line steeply, and the line is then followed far beyond them."""
-    pairs = [
-        (y2 - y1) / (x2 - x1)
+    """The Theil-Sen line of seconds over rows, its slopes weighted by how far apart in rows
+    each two refreshes are (Sievers' weighted median, 1978), neither below zero; its
+    intercept the median of what each refresh leaves. A median, not least squares: one slow
+    refresh among a few small ones tilts a least-squares line steeply, and the line is then
+    followed far beyond them. Weighted: two small refreshes a few rows apart differ by noise
+    alone, and the slope between them is as steep as the noise over those few rows (measured:
+    three refreshes of 33-96 rows set the plain median's slope 4x steeper than the two of
+    thousands of rows showed)."""
+    slopes = sorted(
+        ((y2 - y1) / (x2 - x1), abs(x2 - x1))
         for i, (x1, y1) in enumerate(samples)
         for x2, y2 in samples[i + 1 :]
         if x2 != x1
-    ]
-    slope = max(statistics.median(pairs), 0.0)
+    )
+    slope = max(_weighted_median(slopes), 0.0)
     intercept = statistics.median(y - slope * x for x, y in samples)
     if intercept < 0:  # a fixed cost cannot be negative: the line through the origin instead
         slope, intercept = statistics.median(y / x for x, y in samples if x > 0), 0.0
     return slope, intercept
+
+
+def _weighted_median(ranked: list[tuple[float, float]]) -> float:
+    """The value at half the total weight of ``ranked`` (value, weight) pairs, in order."""
+    cumulative = list(itertools.accumulate(weight for _, weight in ranked))
+    return ranked[bisect.bisect_left(cumulative, cumulative[-1] / 2)][0]

@@ -191,12 +191,11 @@ def append(
     """The refresh's one append to the log; none when no stage ran. Entries older than
     ``keep_days`` before the refresh's clock go first, at most once a day."""
     if recorder.events:
-        refresh_log.append(
-            spark,
-            log,
+        batch = refresh_log.Batch(
             refresh_log.table_in(database),
-            recorder.events,
             recorder.refresh_id,
-            keep_days,
+            recorder.events,
             recorder.clock,
+            keep_days,
         )
+        refresh_log.append(spark, log, batch)

@@ -175,58 +175,63 @@ def read_summary(log: delta_log.DeltaLog, name: str, look_back: int = 20) -> Sum
     return Summary(version=latest)
 
 
-def append(
-    spark,
-    log: delta_log.DeltaLog,
-    name: str,
-    events: list[Event],
-    refresh_id: str,
-    keep_days: int | None,
-    clock: datetime,
-) -> None:
-    """Append ``events`` in one commit carrying the new summary; first, once a day, delete
-    the entries older than ``keep_days`` before ``clock`` (the refresh's). A row another refresh already logged for this
-    refresh (it found the stage's commit unlogged while this one was still running) is left
-    out, so no stage is logged twice."""
+@dataclass(frozen=True)
+class Batch:
+    """One refresh's events, for one append to the log ``name``; ``keep_days``: how long
+    entries are kept (None: for ever), before ``clock``, the refresh's."""
+
+    name: str
+    refresh_id: str
+    events: list[Event]
+    clock: datetime
+    keep_days: int | None = None
+
+
+def append(spark, log: delta_log.DeltaLog, batch: Batch) -> None:
+    """Append the batch's events in one commit carrying the new summary; first, once a day,
+    delete the entries older than its ``keep_days``. A row another refresh already logged
+    for this refresh (it found the stage's commit unlogged while this one was still running)
+    is left out, so no stage is logged twice."""
     for _ in range(concurrent.ATTEMPTS):
         try:
-            if _append_once(spark, log, name, events, refresh_id, keep_days, clock):
+            if _append_once(spark, log, batch):
                 return
         except (PySparkException, Py4JJavaError) as error:
             if not concurrent.is_conflict(error):
                 raise RefreshError(
-                    f"{name}: the refresh log could not be written: {first_line(error)}",
+                    f"{batch.name}: the refresh log could not be written: {first_line(error)}",
                     hint="the views were refreshed; to stop logging, set history: {log: false} in ivm.yaml",
                 ) from None
     raise RefreshError(
-        f"{name}: other refreshes appended to the refresh log first {concurrent.ATTEMPTS} times in a row",
+        f"{batch.name}: other refreshes appended to the refresh log first {concurrent.ATTEMPTS} times in a row",
         hint="the views were refreshed; this refresh is missing from the log",
     )
 
 
-def _append_once(
-    spark,
-    log: delta_log.DeltaLog,
-    name: str,
-    events: list[Event],
-    refresh_id: str,
-    keep_days: int | None,
-    clock: datetime,
-) -> bool:
+def _append_once(spark, log: delta_log.DeltaLog, batch: Batch) -> bool:
     """One try: False when another refresh's commit landed first."""
+    name, refresh_id, clock = batch.name, batch.refresh_id, batch.clock
     if not log.exists(name):
         spark.sql(to_sql(create_statement(name), pretty=False))
     summary = read_summary(log, name)
     pruned = None
-    if keep_days is not None and _ms(clock) - summary.pruned >= PRUNE_EVERY.total_seconds() * 1000:
+    if (
+        batch.keep_days is not None
+        and _ms(clock) - summary.pruned >= PRUNE_EVERY.total_seconds() * 1000
+    ):
         pruned = _ms(clock)
         record = summary.after([], refresh_id, pruned)
         # a DELETE that finds nothing to delete commits nothing: then the append says when
-        if _committed(spark, log, name, summary.version, record, _prune(name, clock, keep_days)):
+        prune = _prune(name, clock, batch.keep_days)
+        if _committed(spark, log, name, summary.version, record, prune):
             if not _is_own(log, name, record):
                 return False
             summary = read_summary(log, name)
-    own = [e for e in events if summary.stages.get(e.stage_table, StageCosts()).last != refresh_id]
+    own = [
+        e
+        for e in batch.events
+        if summary.stages.get(e.stage_table, StageCosts()).last != refresh_id
+    ]
     if not own:
         return True
     record = summary.after(own, refresh_id, pruned)
