@@ -185,7 +185,7 @@ def scalar(project: Project, statement: str):
 
 
 def schema_of(project: Project, table: str):
-    return project.spark.table(f"{quote(DATABASE)}.{quote(table)}").schema
+    return project.spark.table(f"{quote(project.database)}.{quote(table)}").schema
 
 
 # data -------------------------------------------------------------------------------------
