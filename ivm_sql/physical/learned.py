@@ -13,9 +13,8 @@ stage with both kinds of history is refreshed the way its history says is cheape
   about that size (``n`` within a factor of ``NEAR``), when at least two were; otherwise the
   straight line through its past refreshes (fixed cost plus a cost per row, Theil-Sen:
   medians, which one slow refresh does not tilt, of slopes weighted by rows apart; neither
-  below zero), when at least
-  ``LINE_POINTS`` of them span sizes ``LINE_SPAN`` apart and ``n`` is at most
-  ``LINE_REACH`` times the largest; otherwise the history cannot say.
+  below zero), when at least ``LINE_POINTS`` of them span sizes ``LINE_SPAN`` apart and
+  ``n`` is at most ``LINE_REACH`` times the largest; otherwise the history cannot say.
 
 The stage is recomputed when that is expected to take at most ``RECOMPUTE_SHARE`` of the
 incremental time. A stage without both (new, or one way never run) is left to the analytic
@@ -133,7 +132,7 @@ def _line(samples: list[list[float]]) -> tuple[float, float]:
     refresh among a few small ones tilts a least-squares line steeply, and the line is then
     followed far beyond them. Weighted: two small refreshes a few rows apart differ by noise
     alone, and the slope between them is as steep as the noise over those few rows (measured:
-    three refreshes of 33-96 rows set the plain median's slope 4x steeper than the two of
+    three refreshes of 33-96 rows set the plain median's slope 5x steeper than the two of
     thousands of rows showed)."""
     slopes = sorted(
         ((y2 - y1) / (x2 - x1), abs(x2 - x1))
