@@ -448,8 +448,15 @@ def main() -> None:
     os.chdir(root)  # a relative path in a command (ivm sql) means the project's
     try:
         config = Project.open(root).config
-        # verbose: Spark's own output goes where the server's does, to .ivm/server.log
-        spark = embedded_session(config, root, verbose=True, extra=serving_settings(config, port))
+        # verbose: Spark's own output goes where the server's does, to .ivm/server.log; no
+        # class archive written at exit, which `ivm server stop` would wait for
+        spark = embedded_session(
+            config,
+            root,
+            verbose=True,
+            extra=serving_settings(config, port),
+            record_classes=False,
+        )
         quiet_query_logs()  # a command's failed query is its client's one message, not a stack
     except IvmError as error:
         print(f"error: {error}", file=sys.stderr, flush=True)

@@ -34,9 +34,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from delta import configure_spark_with_delta_pip
+from pyspark import SparkContext
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
+from ivm_sql.class_archive import DRIVER_OPTIONS, archive_path, java_option, publish_at_exit
 from ivm_sql.config import TOKEN_HINT, Config, SparkSettings, connect_address
 from ivm_sql.errors import EnvironmentProblem
 from ivm_sql.server_record import Token, answers, endpoint, server_token
@@ -102,8 +104,9 @@ def java_major_version(version_output: str) -> int | None:
     return major
 
 
-def check_java() -> None:
-    """Raise EnvironmentProblem unless Java 17 or newer is available to run Spark."""
+def check_java() -> str:
+    """Raise EnvironmentProblem unless Java 17 or newer is available to run Spark; return
+    its ``java -version`` text."""
     java = find_java()
     found = "none"
     if java:
@@ -111,11 +114,12 @@ def check_java() -> None:
             result = subprocess.run(
                 [java, "-version"], capture_output=True, text=True, timeout=60, check=False
             )
-            major = java_major_version(result.stderr + result.stdout)
+            version = result.stderr + result.stdout
+            major = java_major_version(version)
         except (OSError, subprocess.SubprocessError):
             major = None
         if major is not None and major >= MIN_JAVA:
-            return
+            return version
         found = f"Java {major}" if major is not None else f"an unusable java at {java}"
     raise EnvironmentProblem(
         f"Java {MIN_JAVA} or newer is required to run Spark; found {found}. {JAVA_ADVICE}"
@@ -336,19 +340,33 @@ def build_session(config: Config, project_dir: Path, verbose: bool = False) -> S
 
 
 def embedded_session(
-    config: Config, project_dir: Path, verbose: bool = False, extra: dict[str, str] | None = None
+    config: Config,
+    project_dir: Path,
+    verbose: bool = False,
+    extra: dict[str, str] | None = None,
+    record_classes: bool = True,
 ) -> SparkSession:
     """Start Spark in this process with the project's settings and ``extra`` ones (the
-    server's Connect endpoint, ``ivm_sql.host``), and open its catalog."""
-    check_java()
+    server's Connect endpoint, ``ivm_sql.host``), and open its catalog.
+
+    The JVM maps the class archive of this Java and these jars (``class_archive``); when
+    there is none yet and ``record_classes`` is set, it writes one as this process exits (a
+    server does not: its stop must not wait for that)."""
+    java_version = check_java()
     if config.is_embedded:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     state_dir = project_dir / ".ivm"
     state_dir.mkdir(parents=True, exist_ok=True)
     log_path = state_dir / "spark.log"
 
+    settings = {**start_settings(config, project_dir), **(extra or {})}
+    archive = archive_path(java_version, settings)
+    recording = None
+    if archive is not None:
+        option, recording = java_option(archive, record_classes)
+        settings[DRIVER_OPTIONS] = f"{settings.get(DRIVER_OPTIONS, '')} {option}".strip()
     builder = SparkSession.builder.master(config.spark.master).appName(config.spark.app_name)
-    for key, value in {**start_settings(config, project_dir), **(extra or {})}.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
 
     log_start = log_path.stat().st_size if log_path.exists() else 0
@@ -367,6 +385,9 @@ def embedded_session(
             f"Spark did not start: {reason}",
             hint="see the output above" if verbose else f"see {log_path}; run with --verbose",
         ) from exc
+    jvm = getattr(SparkContext._gateway, "proc", None)
+    if recording is not None and archive is not None and jvm is not None:
+        publish_at_exit(jvm, recording, archive)
     spark.sparkContext.setLogLevel("WARN" if verbose else "ERROR")
     if not verbose:
         quiet_query_logs()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,8 +13,9 @@ import pytest
 import yaml
 from pyspark.sql import SparkSession
 
+from ivm_sql.class_archive import archive_path
 from ivm_sql.config import Config, SparkSettings
-from ivm_sql.session import build_session
+from ivm_sql.session import build_session, check_java, start_settings
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -41,9 +45,29 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     (measured: a 4-view refresh of the demo 11.5 s with it and C1-only JIT, 8 s without).
     """
     config = Config(spark=SparkSettings(conf=SESSION_SETTINGS))
+    write_class_archive(config, tmp_path_factory.mktemp("archive"))
     session = build_session(config, tmp_path_factory.mktemp("spark"))
     yield session
     session.stop()
+
+
+def write_class_archive(config: Config, folder: Path) -> None:
+    """On a machine without Java's class archive for Spark (``ivm_sql.class_archive``), a
+    first short command writes it, as the README's first command does, so that every JVM
+    the run starts maps it: the session's and the commands' and servers' the tests start
+    (a start without it costs about 8 s more)."""
+    archive = archive_path(check_java(), start_settings(config, folder))
+    if archive is None or archive.exists():
+        return
+    project = write_project(folder, {"views/.keep": ""})
+    subprocess.run(
+        [sys.executable, "-m", "ivm_sql.cli", "status"],
+        cwd=project,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+        capture_output=True,
+        timeout=600,
+        check=True,
+    )
 
 
 @pytest.fixture(autouse=True)
