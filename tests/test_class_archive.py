@@ -146,8 +146,9 @@ def test_the_first_command_writes_the_archive_and_the_next_one_maps_it(tmp_path:
         return log.read_text(errors="replace")[start:]
 
     first = status()
-    archives = list((cache / "ivm-sql" / "class-archive").glob("*.jsa"))
-    assert len(archives) == 1, sorted(path.name for path in archives[0].parent.iterdir())
+    folder = cache / "ivm-sql" / "class-archive"
+    archives = list(folder.glob("*.jsa"))
+    assert len(archives) == 1, sorted(path.name for path in folder.glob("*"))
     assert f"Opened archive {archives[0]}" not in first
     second = status()
     assert f"Opened archive {archives[0]}." in second
