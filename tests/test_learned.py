@@ -65,12 +65,40 @@ def test_a_change_of_a_size_never_seen_follows_the_line_through_the_history() ->
         and "past incremental refreshes (0.5 s +" in large.reason
     )
     assert large.prediction.incremental == pytest.approx(3.5, abs=0.1)
-    # all of one size: no line, and too far from it for their median: the rules decide
-    same_size = StageCosts("r3", [[100.0, 0.5], [100.0, 0.6]], [4.0])
-    assert choice(same_size, 100_000).decided_by == ANALYTIC
     # a few small changes close in size: noise would make a steep line, so none is drawn
     close = StageCosts("r3", [[29.0, 1.4], [77.0, 1.5], [50.0, 1.45]], [2.4])
-    assert choice(close, 4_400).decided_by == ANALYTIC
+    assert learned._incremental(close.incremental, 4_400)[1].startswith("its largest")
+    # between sizes it has seen, with no line and none near: the rules decide
+    apart = StageCosts("r3", [[100.0, 0.5], [5_000.0, 0.9]], [0.6])
+    assert choice(apart, 1_000).decided_by == ANALYTIC
+
+
+def test_a_change_larger_than_any_applied_is_applied_unless_its_floor_is_dearer() -> None:
+    """Beyond every size it has applied, a change costs at least what the fastest of its
+    largest refreshes took: a recompute under that is sure to save; else the change is
+    applied, and the history learns the size (the rows rule would have recomputed it)."""
+    small = StageCosts("r3", [[100.0, 0.5], [100.0, 0.6]], [4.0])
+    made = choice(small, 300_000)
+    assert (made.reason, made.decided_by) == (None, HISTORY)
+    assert made.prediction.seconds == (0.5, 4.0)
+    assert choice(None, 300_000).reason.startswith(COST_REASON)  # what the rules say
+    dear = StageCosts("r3", [[2_000.0, 5.2], [3_000.0, 5.0], [2_900.0, 9.0]], [2.0])
+    made = choice(dear, 300_000)
+    assert made.reason == (
+        f"{COST_REASON}: its largest past incremental refreshes (3,000 rows) took 5.0 s or "
+        "more, and this one is larger, the last recompute 2.0 s"
+    )
+
+
+def test_past_the_lines_reach_its_edge_is_the_floor() -> None:
+    """0.5 s + 1 ms a row, seen up to 10,000 rows: a change of a million rows is not
+    guessed from the line, but it costs at least the line's 40.5 s at 40,000 rows (its
+    reach), more than a recompute; as a change of 39,000 rows, within reach, does."""
+    steep = StageCosts("r3", [[100.0, 0.6], [1_000.0, 1.5], [10_000.0, 10.5]], [30.0])
+    within, beyond = choice(steep, 39_000), choice(steep, 1_000_000)
+    assert within.reason and within.prediction.incremental == pytest.approx(39.5, abs=0.1)
+    assert beyond.reason and beyond.prediction.incremental == pytest.approx(40.5, abs=0.1)
+    assert "put one of 40,000 rows at 40.5 s, and this one is larger" in beyond.reason
 
 
 def test_a_line_never_predicts_below_zero() -> None:
@@ -118,8 +146,10 @@ def test_one_slow_refresh_does_not_tilt_the_line() -> None:
     costs = StageCosts("r5", [*flat, [2_000.0, 6.0]], [1.6])
     made = choice(costs, 10_000)
     assert made.reason is None and made.prediction.incremental == pytest.approx(1.5, abs=0.05)
-    # far beyond every size it has seen, the history does not guess: the rules decide
-    assert choice(costs, 100_000).decided_by == ANALYTIC
+    # far beyond every size it has seen, the fastest of the largest is the floor: applied
+    beyond = choice(costs, 100_000)
+    assert (beyond.reason, beyond.decided_by) == (None, HISTORY)
+    assert beyond.prediction.incremental == pytest.approx(1.5, abs=0.05)
 
 
 def test_small_refreshes_close_in_rows_do_not_set_the_slope() -> None:
