@@ -104,8 +104,8 @@ def publish(jvm: subprocess.Popen, temporary: Path, archive: Path) -> None:
         if jvm.stdin is not None:
             jvm.stdin.close()
         code = jvm.wait(timeout=WRITE_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
-        return  # still writing, or gone: its file is stale within the hour
+    except (OSError, subprocess.TimeoutExpired, KeyboardInterrupt):
+        return  # still writing, gone, or a second Ctrl-C: its file is stale within the hour
     if code != 0:
         temporary.unlink(missing_ok=True)
     elif temporary.exists():

@@ -364,7 +364,8 @@ def embedded_session(
     recording = None
     if archive is not None:
         option, recording = java_option(archive, record_classes)
-        settings[DRIVER_OPTIONS] = f"{settings.get(DRIVER_OPTIONS, '')} {option}".strip()
+        if option:
+            settings[DRIVER_OPTIONS] = f"{settings.get(DRIVER_OPTIONS, '')} {option}".strip()
     builder = SparkSession.builder.master(config.spark.master).appName(config.spark.app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
