@@ -20,6 +20,7 @@ Layout (every key is optional; an empty file gives all defaults)::
       log: true             # append what each refresh did to <database>.__ivm_refresh_log
       keep_days: 30         # entries older than this are deleted, at most once a day; or never
       learn: true           # AUTO views refresh each stage the way its own history finds cheaper
+      explore: false        # a stage recomputed only by its first load may be recomputed once, to learn
 
 Errors point at the offending line: the file is composed into yaml nodes first,
 which keep their positions, and only then turned into values.
@@ -83,6 +84,8 @@ class HistorySettings:
     log: bool = True  # each refresh appends what it did
     keep_days: int | None = 30  # entries older than this are deleted (None: kept for ever)
     learn: bool = True  # under AUTO, a stage's history chooses its way (``physical.learned``)
+    # a stage recomputed only by its first load may be recomputed once, to learn
+    explore: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ class Config:
 _TOP_KEYS = ("database", "views", "migrations", "spark", "refresh", "history")
 _SPARK_KEYS = ("master", "remote", "token_env", "app_name", "conf")
 _REFRESH_KEYS = ("recompute_above", "policy", "workers")
-_HISTORY_KEYS = ("log", "keep_days", "learn")
+_HISTORY_KEYS = ("log", "keep_days", "learn", "explore")
 
 
 def load_config(path: Path) -> Config:
@@ -285,6 +288,8 @@ class _Reader:
             values["keep_days"] = self._keep_days(section["keep_days"])
         if "learn" in section:
             values["learn"] = self._boolean(section["learn"], "history.learn")
+        if "explore" in section:
+            values["explore"] = self._boolean(section["explore"], "history.explore")
         return HistorySettings(**values)  # type: ignore[arg-type]
 
     def _boolean(self, node: yaml.Node, key: str) -> bool:

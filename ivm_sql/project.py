@@ -151,7 +151,7 @@ class Project:
         when ivm.yaml's history.learn is on."""
         if summary is None or not self.config.history.learn:
             return self.cost_model
-        return self.cost_model.learning_from(summary.stages)
+        return self.cost_model.learning_from(summary.stages, self.config.history.explore)
 
     @property
     def refresh_workers(self) -> int:

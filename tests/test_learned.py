@@ -4,12 +4,21 @@ refresh log keeps."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from ivm_sql.physical import learned
-from ivm_sql.physical.cost import ANALYTIC, COST_REASON, FORCED, HISTORY, CostModel
+from ivm_sql.physical.cost import (
+    ANALYTIC,
+    COST_REASON,
+    EXPLORE_REASON,
+    FORCED,
+    HISTORY,
+    CostModel,
+)
 from ivm_sql.refresh_policy import RefreshPolicy
-from ivm_sql.storage.refresh_log import StageCosts
+from ivm_sql.storage.refresh_log import Event, StageCosts, Summary
 
 STAGE = "shop.__ivm_orders"
 MODEL = CostModel(recompute_above=0.1)
@@ -20,9 +29,10 @@ def rows_of(_table: str) -> int:
     return 1_000_000  # the stage reads a million rows: 50,000 changed is 5%, under 10%
 
 
-def choice(costs: StageCosts | None, changed: int, model: CostModel = MODEL):
+def choice(costs: StageCosts | None, changed: int, model: CostModel = MODEL, explore: bool = False):
     history = {} if costs is None else {STAGE: costs}
-    return model.learning_from(history).choose(STAGE, {"shop.orders": changed}, rows_of)
+    learning = model.learning_from(history, explore)
+    return learning.choose(STAGE, {"shop.orders": changed}, rows_of)
 
 
 def test_without_history_the_analytic_rules_decide() -> None:
@@ -166,3 +176,63 @@ def test_the_weighted_median_is_the_value_at_half_the_weight() -> None:
     assert learned._weighted_median([(1.0, 1.0), (2.0, 1.0), (3.0, 5.0)]) == 3.0
     assert learned._weighted_median([(1.0, 3.0), (2.0, 1.0), (3.0, 1.0)]) == 1.0
     assert learned._weighted_median([(1.0, 1.0), (2.0, 1.0)]) == 1.0
+
+
+# four incremental refreshes of about 1,000 rows, 2 s each; the first load took 2.6 s
+FIRST_LOAD_ONLY = StageCosts(
+    "r5", [[1_000.0, 2.0], [900.0, 2.1], [1_100.0, 1.9], [1_000.0, 2.0]], [], 2.6
+)
+
+
+def test_the_first_load_is_the_recomputes_cost_only_until_a_recompute() -> None:
+    made = choice(FIRST_LOAD_ONLY, 1_000)
+    assert (made.reason, made.decided_by) == (None, HISTORY)
+    assert made.prediction.seconds == (2.0, 2.6) and made.prediction.recomputes == 0
+    recomputed = StageCosts("r6", FIRST_LOAD_ONLY.incremental, [1.2], 2.6)
+    made = choice(recomputed, 1_000)
+    assert made.reason == (
+        f"{COST_REASON}: 4 past incremental refreshes of about this size took 2.0 s median, "
+        "the last recompute 1.2 s"
+    )
+
+
+def test_explore_recomputes_a_stage_known_only_by_its_first_load_once_when_cheap_to_try() -> None:
+    made = choice(FIRST_LOAD_ONLY, 1_000, explore=True)
+    assert made.reason == (
+        f"{EXPLORE_REASON}: 4 past incremental refreshes of about this size took 2.0 s median, "
+        "the first load 2.6 s"
+    )
+    assert made.prediction.explore and made.decided_by == HISTORY
+    # a first load over twice the change's expected time: trying costs too much
+    dear = StageCosts("r5", FIRST_LOAD_ONLY.incremental, [], 4.1)
+    assert choice(dear, 1_000, explore=True).reason is None
+    # too few incremental refreshes yet to know what the change costs
+    young = StageCosts("r5", FIRST_LOAD_ONLY.incremental[:2], [], 2.6)
+    assert choice(young, 1_000, explore=True).reason is None
+    # once a recompute is known, there is nothing to learn: it decides
+    known = StageCosts("r6", FIRST_LOAD_ONLY.incremental, [2.5], 2.6)
+    assert choice(known, 1_000, explore=True).reason is None
+    # never under a policy other than AUTO
+    strict = MODEL.learning_from({STAGE: FIRST_LOAD_ONLY}, True).under(RefreshPolicy.INCREMENTAL)
+    assert strict.choose(STAGE, {"shop.orders": 1_000}, rows_of).reason is None
+
+
+def event(action: str, strategy: str, seconds: float, rows: int = 0) -> Event:
+    when = datetime(2026, 11, 27, tzinfo=UTC)
+    return Event(
+        "r1", when, "shop.v", STAGE, "linear", action, strategy, rows_in=rows, seconds=seconds
+    )
+
+
+def test_the_summary_keeps_the_first_load_apart_from_the_recomputes() -> None:
+    events = [
+        event("created", "full", 2.6),
+        event("incremental", "incremental", 2.0, 1_000),
+        event("recomputed", "full", 1.2),
+    ]
+    record = Summary().after(events, "r1")
+    kept = Summary.from_record(record, 0, 0).stages[STAGE]
+    assert (kept.created, kept.full, kept.incremental) == (2.6, [1.2], [[1_000.0, 2.0]])
+    # a summary written before the first load was kept apart reads as before
+    old = {"stages": {STAGE: {"last": "r0", "incremental": [], "full": [3.0]}}}
+    assert Summary.from_record(old, 0, 0).stages[STAGE].created is None

@@ -41,6 +41,8 @@ from ivm_sql.storage.refresh_log import StageCosts
 # recompute would also make every stage above it recompute: the rows rule stays quiet.
 SMALL_CHANGE = 10_000
 COST_REASON = "cheaper than incremental"  # how both rules' reasons start
+# how a recompute history.explore chose says so
+EXPLORE_REASON = "history.explore, to learn what a recompute costs"
 
 
 HISTORY = "history"  # what decided: the stage's own history (``physical.learned``)
@@ -71,6 +73,7 @@ class CostModel:
 
     recompute_above: float | None
     history: Mapping[str, StageCosts] | None = field(default=None, compare=False)
+    explore: bool = False  # history.explore (``physical.learned``)
 
     @classmethod
     def from_settings(cls, settings: RefreshSettings) -> CostModel:
@@ -82,11 +85,12 @@ class CostModel:
         for FULL, whose one stage recomputes whole anyway (with the policy as its reason)."""
         if policy is RefreshPolicy.AUTO:
             return self
-        return replace(self, recompute_above=None, history=None)
+        return replace(self, recompute_above=None, history=None, explore=False)
 
-    def learning_from(self, history: Mapping[str, StageCosts]) -> CostModel:
-        """This model, its choices learned from ``history`` where a stage has both ways in it."""
-        return replace(self, history=history)
+    def learning_from(self, history: Mapping[str, StageCosts], explore: bool = False) -> CostModel:
+        """This model, its choices learned from ``history`` where a stage has both ways in it;
+        ``explore``: a stage recomputed only by its first load may be recomputed to learn."""
+        return replace(self, history=history, explore=explore)
 
     def choose(
         self, table: str, changed_rows: Mapping[str, int], count_rows: Callable[[str], int]
@@ -97,10 +101,14 @@ class CostModel:
         if self.recompute_above is None:
             return Choice(None, FORCED)
         if self.history is not None:
-            prediction = predict(self.history.get(table), sum(changed_rows.values()))
+            prediction = predict(self.history.get(table), sum(changed_rows.values()), self.explore)
             if prediction is not None:
-                reason = prediction.reason() if prediction.recompute else None
-                return Choice(reason and f"{COST_REASON}: {reason}", HISTORY, prediction)
+                reason = None
+                if prediction.cheaper:
+                    reason = f"{COST_REASON}: {prediction.reason()}"
+                elif prediction.explore:
+                    reason = f"{EXPLORE_REASON}: {prediction.reason()}"
+                return Choice(reason, HISTORY, prediction)
         return Choice(self.recompute_reason(changed_rows, count_rows), ANALYTIC)
 
     def recompute_reason(

@@ -26,7 +26,14 @@ stage with both kinds of history is refreshed the way its history says is cheape
 - otherwise (a change smaller than the ones it has seen, no line) the history cannot say.
 
 The stage is recomputed when that is expected to take at most ``RECOMPUTE_SHARE`` of the
-incremental time. A stage without both (new, or one way never run) is left to the analytic
+incremental time. A recompute's cost is what the recent recomputes took, or the first load's
+until there is one: a first load also creates the table, often on a JVM still cold, so a
+stage whose only recompute was its first load can look dearer to recompute than it is, and
+then is never recomputed to find out. With ``history.explore`` on, such a stage is
+recomputed once, to learn, after ``EXPLORE_AFTER`` incremental refreshes, when the first
+load took at most ``EXPLORE_COST`` times what the change is expected to take: a wrong guess
+then costs one refresh, at most that much slower (measured at TPC-H SF 0.1: two views whose
+first loads looked dear applied every small change at 1.5-2.4x a recompute's time). A stage without both (new, or one way never run) is left to the analytic
 rules, which are the prior. A wrong guess costs time, never correctness: both ways give the same rows.
 """
 
@@ -51,6 +58,11 @@ LINE_REACH = 4.0
 # incremental time: it also makes every stage above it recompute, which its own time does
 # not show, and on small tables the two ways differ by little more than noise.
 RECOMPUTE_SHARE = 0.8
+# history.explore: a stage recomputed only by its first load is recomputed once to learn,
+# after this many incremental refreshes, when that load took at most this many times what
+# the change is expected to take
+EXPLORE_AFTER = 3
+EXPLORE_COST = 2.0
 
 
 @dataclass(frozen=True)
@@ -60,7 +72,8 @@ class Prediction:
     incremental: float
     full: float
     basis: str  # which past refreshes the incremental guess comes from
-    recomputes: int
+    recomputes: int  # the recomputes the full guess is the median of (0: the first load's)
+    explore: bool = False  # recomputed to learn what a recompute costs now (history.explore)
 
     @property
     def seconds(self) -> tuple[float, float]:
@@ -68,12 +81,19 @@ class Prediction:
         return self.incremental, self.full
 
     @property
-    def recompute(self) -> bool:
+    def cheaper(self) -> bool:
+        """Whether a recompute is expected to be the cheaper way."""
         return self.full <= RECOMPUTE_SHARE * self.incremental
+
+    @property
+    def recompute(self) -> bool:
+        return self.cheaper or self.explore
 
     def reason(self) -> str:
         """What `ivm refresh` says decided, e.g. ``3 past incremental refreshes of about this
         size took 6.1 s median, the last recompute 2.4 s``."""
+        if self.recomputes == 0:
+            return f"{self.basis}, the first load {self.full:.1f} s"
         recomputes = "the last recompute" if self.recomputes == 1 else "recomputes"
         median = "" if self.recomputes == 1 else " median"
         return f"{self.basis}, {recomputes} {self.full:.1f} s{median}"
@@ -91,20 +111,34 @@ def describe(costs: StageCosts) -> str:
         )
     if costs.full:
         parts.append(f"{len(costs.full)} recomputes (median {statistics.median(costs.full):.1f} s)")
-    both = costs.incremental and costs.full
+    elif costs.created is not None:
+        parts.append(f"its first load ({costs.created:.1f} s)")
+    both = costs.incremental and (costs.full or costs.created is not None)
     return ", ".join(parts) + (": it chooses" if both else ": one way only, the rules above decide")
 
 
-def predict(costs: StageCosts | None, changed_rows: int) -> Prediction | None:
+def predict(
+    costs: StageCosts | None, changed_rows: int, explore: bool = False
+) -> Prediction | None:
     """What the stage's history expects a refresh of ``changed_rows`` rows to cost each
-    way; None when it cannot say (the analytic rules decide)."""
-    if costs is None or not costs.full or not costs.incremental:
+    way; None when it cannot say (the analytic rules decide). ``explore``: a stage recomputed
+    only by its first load may be recomputed to learn (``history.explore``)."""
+    if costs is None or not costs.incremental:
+        return None
+    full = statistics.median(costs.full) if costs.full else costs.created
+    if full is None:
         return None
     incremental = _incremental(costs.incremental, changed_rows)
     if incremental is None:
         return None
     seconds, basis = incremental
-    return Prediction(seconds, statistics.median(costs.full), basis, len(costs.full))
+    explored = (
+        explore
+        and not costs.full
+        and len(costs.incremental) >= EXPLORE_AFTER
+        and full <= EXPLORE_COST * seconds
+    )
+    return Prediction(seconds, full, basis, len(costs.full), explored)
 
 
 def _incremental(samples: list[list[float]], rows: int) -> tuple[float, str] | None:

@@ -106,17 +106,22 @@ class Event:
 @dataclass
 class StageCosts:
     """What the summary keeps of one stage: the refresh that last logged it, its recent
-    incremental refreshes as (source rows changed, seconds), its recent recomputes' seconds."""
+    incremental refreshes as (source rows changed, seconds), its recent recomputes' seconds,
+    and its first load's seconds apart from them (``created``): a first load also creates
+    the table, often on a JVM still cold, so it says less of what a recompute costs."""
 
     last: str = ""
     incremental: list[list[float]] = field(default_factory=list)
     full: list[float] = field(default_factory=list)
+    created: float | None = None
 
     def add(self, event: Event) -> None:
         self.last = event.refresh_id
         if event.outcome != OUTCOME_OK or event.seconds is None:
             return
-        if event.strategy == "full":
+        if event.action == "created":
+            self.created = event.seconds
+        elif event.strategy == "full":
             self.full = [*self.full, event.seconds][-RECOMPUTES:]
         else:
             sample = [float(event.rows_in or 0), event.seconds]
@@ -153,6 +158,7 @@ class Summary:
                 str(costs.get("last", "")),
                 [list(map(float, s)) for s in costs.get("incremental", [])],
                 [float(s) for s in costs.get("full", [])],
+                None if costs.get("created") is None else float(costs["created"]),
             )
             for name, costs in (record.get("stages") or {}).items()
         }
