@@ -12,7 +12,8 @@ which would leave no choice), its INCREMENTAL copy applied the change and its FU
 recomputed. The run is made twice on the same seeded changes, in two projects: with the
 choices learned from the refresh history (``physical.learned``) and with the analytic rules
 alone (``history.learn: false``), and prints both accuracies over the rounds after the
-warm-up, and the time the chosen ways took against always picking the faster.
+warm-up, and the time the chosen ways took against always picking the faster. ``--explore``
+turns ``history.explore`` on in the learned pass.
 
 Change sizes are drawn log-uniformly from --smallest to --largest of the orders; for TPC-H,
 every other round is one of TPC-H's official update sets (0.1% of the orders, in one slab of
@@ -103,28 +104,29 @@ def _renamed(table: exp.Table, suffix: str) -> exp.Table:
     return renamed
 
 
-def demo_project(root: Path, orders: int, database: str, learn: bool) -> Project:
+def demo_project(root: Path, orders: int, database: str, history: dict) -> Project:
     refresh_vs_full.build(root, orders, database)  # the demo's views over ``orders`` orders
-    return _with_variants(root, database, learn)
+    return _with_variants(root, database, history)
 
 
-def tpch_project(root: Path, sf: float, database: str, learn: bool) -> Project:
+def tpch_project(root: Path, sf: float, database: str, history: dict) -> Project:
     tpch.create_project(root, tpch.QUERIES, {})
-    project = _with_variants(root, database, learn)
+    project = _with_variants(root, database, history)
     parquet, _ = tpch.tpch_parquet(sf)
     tpch.load(project, parquet)
     return project
 
 
-def _with_variants(root: Path, database: str, learn: bool) -> Project:
-    """The project in ``root``, migrated into ``database``, its views in their three kinds,
+def _with_variants(root: Path, database: str, history: dict) -> Project:
+    """The project in ``root``, migrated into ``database`` with ivm.yaml's ``history``
+    settings, its views in their three kinds,
     but for the views recomputed whole on any change (top-N, say): they cannot be
     INCREMENTAL, and their AUTO copy has no choice to make."""
     config = yaml.safe_load((root / "ivm.yaml").read_text()) or {}
     config.update(
         database=database,
         refresh={**config.get("refresh", {}), "workers": 1},
-        history={"learn": learn, "keep_days": "never"},
+        history={**history, "keep_days": "never"},
     )
     (root / "ivm.yaml").write_text(yaml.safe_dump(config))
     project = Project.open(root)
@@ -199,10 +201,11 @@ def run_pass(args: argparse.Namespace, learn: bool, folder: Path) -> Pass:
     root = folder / database
     root.mkdir()
     rng = random.Random(args.seed)
+    history = {"learn": learn, "explore": learn and args.explore}
     if args.workload == "demo":
-        project = demo_project(root, args.orders, database, learn)
+        project = demo_project(root, args.orders, database, history)
     else:
-        project = tpch_project(root, args.sf, database, learn)
+        project = tpch_project(root, args.sf, database, history)
         updates = tpch.update_sets(args.sf, args.rounds)
         loaded_max = tpch.scalar(project, "SELECT max(o_orderkey) FROM orders")
         orders = tpch.scalar(project, "SELECT count(*) FROM orders")
@@ -265,6 +268,9 @@ def main() -> None:
     parser.add_argument("--largest", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--explore", action="store_true", help="the learned pass with history.explore on"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         passes = [run_pass(args, learn, Path(folder)) for learn in (True, False)]
