@@ -14,14 +14,14 @@ order of the two alternates from round to round.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: server.py
+import server
 
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = (("status",), ("refresh",))  # the refresh finds nothing to do
@@ -29,18 +29,8 @@ WITHOUT = "    spark.driver.extraJavaOptions: -Xshare:auto\n"  # under spark.con
 
 
 def ivm(root: Path, *args: str) -> float:
-    """Seconds ``ivm ARGS`` took, start to exit; it must succeed."""
-    started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "ivm_sql.cli", "-p", str(root), *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-    )
-    elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        sys.exit(f"ivm {' '.join(args)} failed:\n{result.stderr}")
-    return elapsed
+    """Seconds ``ivm ARGS`` took, start to exit, as its own process; it must succeed."""
+    return server.ivm_output("ivm_sql.cli", root, *args)[0]
 
 
 def main() -> None:
