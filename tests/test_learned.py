@@ -236,3 +236,14 @@ def test_the_summary_keeps_the_first_load_apart_from_the_recomputes() -> None:
     # a summary written before the first load was kept apart reads as before
     old = {"stages": {STAGE: {"last": "r0", "incremental": [], "full": [3.0]}}}
     assert Summary.from_record(old, 0, 0).stages[STAGE].created is None
+
+
+def test_compile_shows_a_stages_history_and_whether_it_chooses() -> None:
+    assert learned.describe(FIRST_LOAD_ONLY) == (
+        "4 incremental refreshes (median 2.0 s, 900 to 1,100 rows changed), "
+        "its first load (2.6 s): it chooses"
+    )
+    recomputed = StageCosts("r6", [], [1.2, 1.4], 2.6)
+    assert learned.describe(recomputed) == (
+        "2 recomputes (median 1.3 s): one way only, the rules above decide"
+    )
