@@ -20,7 +20,7 @@ from ivm_sql.analysis_cache import FILE as ANALYSIS_FILE
 from ivm_sql.analysis_cache import AnalysisCache, spark_identity
 from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler.order import compile_views
-from ivm_sql.compiler.plan import ViewPlan
+from ivm_sql.compiler.plan import ViewPlan, stages_above
 from ivm_sql.compiler.render import render
 from ivm_sql.config import Config, load_config
 from ivm_sql.errors import ConfigError, IvmError, SqlError
@@ -252,7 +252,7 @@ class Project:
         learning = self.config.history.log and self.config.history.learn
         cost = self._cost_model(
             log_events.summary_of(self.delta_log(), self.database) if learning else None
-        )
+        ).weighing(stages_above(plans))
         return [
             CompiledView(
                 p.name,

@@ -99,6 +99,39 @@ def test_strict_applies_a_large_change(spark, tmp_project: MakeProject) -> None:
     assert_correct(project, specs)
 
 
+def test_a_large_change_below_a_strict_view_is_applied_not_recomputed(
+    spark, tmp_project: MakeProject
+) -> None:
+    """The cost model would recompute the AUTO view over a change of a third of its rows
+    (as in the first test), and that would make the STRICT view over it recompute too,
+    which it refuses: no rule recomputes a stage below a STRICT view, and compile says so."""
+    specs = [
+        ViewSpec("auto_counts", PER_STATUS),
+        ViewSpec(
+            "strict_busy",
+            "SELECT status, n FROM auto_counts WHERE n > 1",
+            reads=("auto_counts",),
+            clauses="REFRESH POLICY INCREMENTAL STRICT",
+        ),
+    ]
+    project = open_project(
+        spark, tmp_project, specs, setup=[ORDERS, FILL.format(0, 40_000)], config=""
+    )
+    project.refresh()
+    project.sql(FILL.format(40_000, 60_000))
+    assert actions(project.refresh()) == {
+        "auto_counts": ("incremental", ""),
+        "strict_busy": ("incremental", ""),
+    }
+    assert_correct(project, specs)
+    compiled = {view.view: view.sql for view in project.compile()}
+    auto = compiled[f"{project.database}.auto_counts"]
+    assert (
+        f"never recomputed by choice: view {project.database}.strict_busy above it is "
+        "INCREMENTAL STRICT" in auto
+    ), auto
+
+
 def test_full_recomputes_on_a_change_with_its_reason(spark, tmp_project: MakeProject) -> None:
     """REFRESH POLICY FULL in the view, or as the project's default: recomputed when a
     source changed, unchanged otherwise."""

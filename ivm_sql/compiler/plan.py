@@ -16,7 +16,7 @@ from ivm_sql.incremental import fixpoint
 from ivm_sql.incremental.stages import FixpointStage, Stage
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import layout
+from ivm_sql.physical import cascade, layout
 from ivm_sql.physical.view_table import TableLayout
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.sqlbuild import (
@@ -118,6 +118,20 @@ class ViewPlan:
             )
         statement.set("expression", rows_query(self.output))
         return statement
+
+
+def stages_above(plans: Iterable[ViewPlan]) -> dict[str, cascade.Above]:
+    """Per stage table of ``plans``, the stages of theirs its recompute forces to recompute
+    in the same refresh (``physical.cascade``)."""
+    return cascade.stages_above(
+        cascade.StageEdges(
+            stage.table,
+            tuple(stage.sources),
+            plan.name if plan.policy is RefreshPolicy.INCREMENTAL_STRICT else None,
+        )
+        for plan in plans
+        for stage in plan.stages
+    )
 
 
 def rows_query(output: Scan) -> exp.Select:

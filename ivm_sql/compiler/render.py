@@ -53,6 +53,9 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         history = cost.describe_stage(stage.table)
         if history is not None:
             lines.append(f"-- its refresh history: {history}")
+        above = cost.describe_above(stage.table)
+        if above is not None:
+            lines.append(f"-- {above}")
         initial = stage.initial_query({t: replace(v, old=None) for t, v in symbolic.items()})
         if isinstance(stage, FixpointStage):
             lines += _fixpoint_lines(plan, stage, initial, symbolic)

@@ -19,7 +19,9 @@ refresh says which one fired:
 Sizes come from Delta's checksum files (no Spark job); an unknown size decides nothing.
 
 Both rules are the prior: a stage whose own history has refreshed it both ways is refreshed
-the way that history says is cheaper (``physical.learned``), and the rules stay quiet.
+the way that history says is cheaper (``physical.learned``), counting what its recompute
+forces above it (``physical.cascade``), and the rules stay quiet. No stage below an
+INCREMENTAL STRICT view's is recomputed by choice, by any rule: that view would fail.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from sqlglot import exp
 from ivm_sql.config import RefreshSettings
 from ivm_sql.physical import execution
 from ivm_sql.physical.bounds import BoundRead, read_bytes
+from ivm_sql.physical.cascade import Above
 from ivm_sql.physical.learned import Prediction, predict
 from ivm_sql.physical.learned import describe as describe_history
 from ivm_sql.refresh_policy import RefreshPolicy
@@ -69,11 +72,13 @@ class CostModel:
     """``recompute_above``: the share of a stage's input rows above which a change is
     recomputed (ivm.yaml ``refresh.recompute_above``); None: always incremental, every rule
     off, history too. ``history``: per stage table, its recent costs (the refresh log's
-    summary); None: choices are not learned."""
+    summary); None: choices are not learned. ``above``: per stage table, the stages its
+    recompute forces in this refresh (``physical.cascade``)."""
 
     recompute_above: float | None
     history: Mapping[str, StageCosts] | None = field(default=None, compare=False)
     explore: bool = False  # history.explore (``physical.learned``)
+    above: Mapping[str, Above] = field(default_factory=dict, compare=False)
 
     @classmethod
     def from_settings(cls, settings: RefreshSettings) -> CostModel:
@@ -92,16 +97,27 @@ class CostModel:
         ``explore``: a stage recomputed only by its first load may be recomputed to learn."""
         return replace(self, history=history, explore=explore)
 
+    def weighing(self, above: Mapping[str, Above]) -> CostModel:
+        """This model, a stage's recompute weighed with the stages it forces ``above`` it."""
+        return replace(self, above=above)
+
     def choose(
         self, table: str, changed_rows: Mapping[str, int], count_rows: Callable[[str], int]
     ) -> Choice:
         """How the stage ``table`` takes a change of ``changed_rows`` (per input): as its
         history says, when it can; else by the rows rule (the scans rule follows, once the
         change's bounds are known)."""
-        if self.recompute_above is None:
+        above = self.above.get(table, Above(()))
+        if self.recompute_above is None or above.strict_view is not None:
             return Choice(None, FORCED)
         if self.history is not None:
-            prediction = predict(self.history.get(table), sum(changed_rows.values()), self.explore)
+            prediction = predict(
+                self.history.get(table),
+                sum(changed_rows.values()),
+                self.explore,
+                len(above.tables),
+                above.extra_seconds(self.history),
+            )
             if prediction is not None:
                 reason = None
                 if prediction.cheaper:
@@ -150,6 +166,20 @@ class CostModel:
         if costs is None or self.recompute_above is None or not (costs.incremental or costs.full):
             return None
         return describe_history(costs)
+
+    def describe_above(self, table: str) -> str | None:
+        """What `ivm compile` says of the stages a recompute of ``table`` forces; None when
+        the model is off or there are none."""
+        above = self.above.get(table)
+        if above is None or self.recompute_above is None:
+            return None
+        if above.strict_view is not None:
+            return (
+                f"never recomputed by choice: view {above.strict_view} above it is "
+                "INCREMENTAL STRICT, and a recompute here would make it fail"
+            )
+        weighed = " (its history weighs them)" if self.history is not None else ""
+        return f"a recompute here also recomputes the {above.describe()}: {', '.join(above.tables)}{weighed}"
 
     def describe(self) -> str:
         if self.recompute_above is None:

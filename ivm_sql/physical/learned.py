@@ -25,8 +25,9 @@ stage with both kinds of history is refreshed the way its history says is cheape
   the 9 views of a round of 8.8% were faster applying it);
 - otherwise (a change smaller than the ones it has seen, no line) the history cannot say.
 
-The stage is recomputed when that is expected to take at most ``RECOMPUTE_SHARE`` of the
-incremental time. A recompute's cost is what the recent recomputes took, or the first load's
+The stage is recomputed when that, with what its recompute forces above it (the stages
+it makes recompute, ``physical.cascade``), is expected to take at most ``RECOMPUTE_SHARE``
+of the incremental time. A recompute's cost is what the recent recomputes took, or the first load's
 until there is one: a first load also creates the table, often on a JVM still cold, so a
 stage whose only recompute was its first load can look dearer to recompute than it is, and
 then is never recomputed to find out. With ``history.explore`` on, such a stage is
@@ -54,9 +55,9 @@ LINE_SPAN = 10.0
 LINE_POINTS = 3
 # ... and is followed up to this many times the largest of them, no further
 LINE_REACH = 4.0
-# A recompute is chosen only when it is expected to take at most this share of the
-# incremental time: it also makes every stage above it recompute, which its own time does
-# not show, and on small tables the two ways differ by little more than noise.
+# A recompute is chosen only when it (and the recomputes it forces above, ``physical.cascade``)
+# is expected to take at most this share of the incremental time: on small tables the two
+# ways differ by little more than noise.
 RECOMPUTE_SHARE = 0.8
 # history.explore: a stage recomputed only by its first load is recomputed once to learn,
 # after this many incremental refreshes, when that load took at most this many times what
@@ -74,6 +75,10 @@ class Prediction:
     basis: str  # which past refreshes the incremental guess comes from
     recomputes: int  # the recomputes the full guess is the median of (0: the first load's)
     explore: bool = False  # recomputed to learn what a recompute costs now (history.explore)
+    # what a recompute adds above the stage: stages it makes recompute, seconds they add
+    # (``physical.cascade``)
+    above_stages: int = 0
+    above: float = 0.0
 
     @property
     def seconds(self) -> tuple[float, float]:
@@ -82,8 +87,9 @@ class Prediction:
 
     @property
     def cheaper(self) -> bool:
-        """Whether a recompute is expected to be the cheaper way."""
-        return self.full <= RECOMPUTE_SHARE * self.incremental
+        """Whether a recompute, with the recomputes it forces above, is expected to be the
+        cheaper way."""
+        return self.full + self.above <= RECOMPUTE_SHARE * self.incremental
 
     @property
     def recompute(self) -> bool:
@@ -93,10 +99,15 @@ class Prediction:
         """What `ivm refresh` says decided, e.g. ``3 past incremental refreshes of about this
         size took 6.1 s median, the last recompute 2.4 s``."""
         if self.recomputes == 0:
-            return f"{self.basis}, the first load {self.full:.1f} s"
-        recomputes = "the last recompute" if self.recomputes == 1 else "recomputes"
-        median = "" if self.recomputes == 1 else " median"
-        return f"{self.basis}, {recomputes} {self.full:.1f} s{median}"
+            reason = f"{self.basis}, the first load {self.full:.1f} s"
+        else:
+            recomputes = "the last recompute" if self.recomputes == 1 else "recomputes"
+            median = "" if self.recomputes == 1 else " median"
+            reason = f"{self.basis}, {recomputes} {self.full:.1f} s{median}"
+        if not self.above_stages:
+            return reason
+        stages = f"{self.above_stages} stage{'' if self.above_stages == 1 else 's'}"
+        return f"{reason}, and recomputing the {stages} above it {self.above:.1f} s more"
 
 
 def describe(costs: StageCosts) -> str:
@@ -118,14 +129,19 @@ def describe(costs: StageCosts) -> str:
 
 
 def predict(
-    costs: StageCosts | None, changed_rows: int, explore: bool = False
+    costs: StageCosts | None,
+    changed_rows: int,
+    explore: bool = False,
+    above_stages: int = 0,
+    above: float = 0.0,
 ) -> Prediction | None:
     """What the stage's history expects a refresh of ``changed_rows`` rows to cost each
     way; None when it cannot say (the analytic rules decide). ``explore``: a stage recomputed
-    only by its first load may be recomputed to learn (``history.explore``)."""
+    only by its first load may be recomputed to learn (``history.explore``). ``above``:
+    the seconds the ``above_stages`` stages a recompute forces above it add (``physical.cascade``)."""
     if costs is None or not costs.incremental:
         return None
-    full = statistics.median(costs.full) if costs.full else costs.created
+    full = recompute_seconds(costs)
     if full is None:
         return None
     incremental = _incremental(costs.incremental, changed_rows)
@@ -136,9 +152,15 @@ def predict(
         explore
         and not costs.full
         and len(costs.incremental) >= EXPLORE_AFTER
-        and full <= EXPLORE_COST * seconds
+        and full + above <= EXPLORE_COST * seconds
     )
-    return Prediction(seconds, full, basis, len(costs.full), explored)
+    return Prediction(seconds, full, basis, len(costs.full), explored, above_stages, above)
+
+
+def recompute_seconds(costs: StageCosts) -> float | None:
+    """What a recompute of the stage costs by its history: the median of its recent
+    recomputes, or its first load until there is one; None: neither is known."""
+    return statistics.median(costs.full) if costs.full else costs.created
 
 
 def _incremental(samples: list[list[float]], rows: int) -> tuple[float, str] | None:

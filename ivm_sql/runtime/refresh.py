@@ -28,7 +28,7 @@ from pyspark.errors import PySparkException
 from sqlglot import exp
 
 from ivm_sql.catalog import first_line
-from ivm_sql.compiler.plan import ViewPlan, overwrite_table, stored_columns
+from ivm_sql.compiler.plan import ViewPlan, overwrite_table, stages_above, stored_columns
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental import extremes
@@ -38,8 +38,8 @@ from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import bounds, execution, layout, materialize
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.cost import (
+    ANALYTIC,
     FORCED,
-    HISTORY,
     SMALL_CHANGE,
     CheaperToRecompute,
     Choice,
@@ -240,6 +240,7 @@ class Refresher:
                         self.current[table] = self._run(
                             lambda: self.log.latest_version(table), table
                         )
+        self.cost = self.cost.weighing(stages_above(plans))
         strict = [plan for plan in plans if plan.policy is RefreshPolicy.INCREMENTAL_STRICT]
         for plan in strict:  # before anything is written
             with located(plan):
@@ -592,7 +593,7 @@ class Refresher:
         inputs bounded by the change's keys (``physical.bounds``). Raises ``HistoryGone``
         when a file of a source's change data feed is missing (VACUUM removed it), and
         ``CheaperToRecompute`` when the cost model's scans rule, with the bounds known, finds
-        a recompute cheaper (unless the stage's history chose). Returns the files the bounds opened (``bounds.files_read``)."""
+        a recompute cheaper (where the analytic rules decide). Returns the files the bounds opened (``bounds.files_read``)."""
         if change is None:
             return {}
         try:
@@ -601,7 +602,7 @@ class Refresher:
                 return self.sizes.bytes(table, own_version if version is None else version)
 
             change, bounded = bounds.bounded(self.key_values, self.changes.rewrite(change), sizes)
-            if decision.choice.decided_by != HISTORY:
+            if decision.choice.decided_by == ANALYTIC:
                 cheaper = decision.cost.scan_reason(
                     self.sizes.scanned_bytes(change, bounded),
                     self.sizes.scanned_bytes(self._initial(stage)),
