@@ -7,9 +7,10 @@ the views it reads. One refresh, one view at a time, brings all three up to date
 source versions, so every round times both ways of every changed view beside the choice.
 
 A choice is right when the chosen way took at most 1.1x the faster one's time. A view counts
-in a round when its AUTO copy chose (a stage of a view it reads was not recomputed under it,
-which would leave no choice), its INCREMENTAL copy applied the change and its FULL copy
-recomputed. The run is made twice on the same seeded changes, in two projects: with the
+in a round when its AUTO copy chose (no stage of it was recomputed for a reason other than
+its own choice, such as a view it reads recomputed; a later stage recomputed because an
+earlier one of the same view was is part of the view's choice), its INCREMENTAL copy
+applied the change and its FULL copy recomputed. The run is made twice on the same seeded changes, in two projects: with the
 choices learned from the refresh history (``physical.learned``) and with the analytic rules
 alone (``history.learn: false``), and prints both accuracies over the rounds after the
 warm-up, and the time the chosen ways took against always picking the faster. ``--explore``
@@ -45,6 +46,7 @@ import tpch
 
 from ivm_sql import Project
 from ivm_sql.physical.policy import whole_recompute
+from ivm_sql.physical.recompute import RECOMPUTED_BELOW
 from ivm_sql.viewdefs import load_views
 
 REPO = Path(__file__).resolve().parent.parent
@@ -166,14 +168,14 @@ def demo_changes(project: Project, fraction: float, rng: random.Random, orders: 
 
 def refresh_round(project: Project) -> list[ViewRound]:
     reports = {r.view.split(".")[-1]: r for r in project.refresh()}
-    decided = _decided_by(project)
+    forced = _forced_from_outside(project)
     found = []
     for name in sorted(n for n in reports if not n.endswith(("__inc", "__full"))):
         auto, inc, full = reports[name], reports[f"{name}__inc"], reports[f"{name}__full"]
         if auto.action == "unchanged":
             continue
         chose = "full" if auto.action == "recomputed" else "incremental"
-        if "forced" in decided.get(name, {"forced"}):
+        if name in forced:
             chose = None
         incremental = inc.seconds if inc.action == "incremental" else None
         recomputed = full.seconds if full.action == "recomputed" else None
@@ -184,16 +186,25 @@ def refresh_round(project: Project) -> list[ViewRound]:
     return found
 
 
-def _decided_by(project: Project) -> dict[str, set[str]]:
-    """Per view, what decided its stages' ways in the last refresh (the event log's rows)."""
+def _forced_from_outside(project: Project) -> set[str]:
+    """The views whose AUTO copy had no choice in the last refresh (the event log's rows): a
+    stage of theirs was recomputed for a reason other than their own choice, such as a view
+    they read recomputed. A stage recomputed because one below it in the same view was is
+    part of that view's choice (``physical.cascade`` weighs it)."""
     name = f"{project.database}.__ivm_refresh_log"
     rows = project.spark.sql(
-        f"SELECT view_name, decided_by FROM {name} WHERE refresh_id = (SELECT max(refresh_id) FROM {name})"
+        f"SELECT view_name, stage_table, decided_by, reason FROM {name} "
+        f"WHERE refresh_id = (SELECT max(refresh_id) FROM {name})"
     ).collect()
-    found: dict[str, set[str]] = {}
+    own: dict[str, set[str]] = {}
     for row in rows:
-        found.setdefault(row.view_name.split(".")[-1], set()).add(row.decided_by)
-    return found
+        own.setdefault(row.view_name, set()).add(row.stage_table)
+    return {
+        row.view_name.split(".")[-1]
+        for row in rows
+        if row.decided_by == "forced"
+        and (row.reason or "").removesuffix(RECOMPUTED_BELOW) not in own[row.view_name]
+    }
 
 
 def run_pass(args: argparse.Namespace, learn: bool, folder: Path) -> Pass:

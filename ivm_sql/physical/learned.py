@@ -195,10 +195,6 @@ def _floor(
     """Seconds a change larger than every past one takes at least, and why: the fastest of
     the past refreshes of about the largest size, or the line at the edge of its reach."""
     fastest = min(seconds for then, seconds in samples if _near(then, int(largest)))
-    basis = (
-        f"its largest past incremental refreshes ({int(largest):,} rows) took "
-        f"{fastest:.1f} s or more"
-    )
     if line is not None:
         slope, intercept = line
         edge = intercept + slope * LINE_REACH * largest
@@ -208,7 +204,10 @@ def _floor(
                 f"{slope * 1000:.3f} s per 1,000 rows) put one of "
                 f"{int(LINE_REACH * largest):,} rows at {edge:.1f} s, and this one is larger"
             )
-    return fastest, f"{basis}, and this one is larger"
+    return fastest, (
+        f"its largest past incremental refreshes ({int(largest):,} rows) took "
+        f"{fastest:.1f} s or more, and this one is larger"
+    )
 
 
 def _near(then: float, now: int) -> bool:
