@@ -709,8 +709,8 @@ def guessing_history(enabled: bool) -> Iterator[None]:
         return
     turns = itertools.count()
 
-    def guess(_costs, _changed_rows: int, **_how) -> learned.Prediction:
-        # ``**_how``: what else ``learned.predict`` is told (explore, the stages above, ...)
+    def guess(_costs, _changed_rows: int, *_how) -> learned.Prediction:
+        # ``*_how``: what else ``learned.predict`` is told (explore, the stages above)
         recompute = next(turns) % 2 == 0
         return learned.Prediction(2.0 if recompute else 0.5, 1.0, "the oracle's guess", 1)
 

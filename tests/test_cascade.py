@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ivm_sql.physical.cascade import Above, StageEdges, stages_above
 from ivm_sql.physical.cost import COST_REASON, FORCED, HISTORY, CostModel
-from ivm_sql.physical.learned import FirstLoadScale
 from ivm_sql.storage.refresh_log import StageCosts
 
 LINES = "shop.__ivm_order_lines"
@@ -70,9 +69,8 @@ def test_a_stage_above_that_recomputes_faster_anyway_or_is_unknown_adds_nothing(
     first_load_only = StageCosts("r5", [[50.0, 1.0], [60.0, 1.0]], [], created=2.5)
     history = {TOP: faster_recomputed, BY_DAY: only_applied, BY_DAY_TOTAL: first_load_only}
     assert Above((TOP, BY_DAY, "shop.__ivm_new")).extra_seconds(history) == 0.0
-    # a first load stands for the recompute until there is one, scaled when others show how
+    # a first load stands for the recompute until there is one
     assert Above((BY_DAY_TOTAL,)).extra_seconds(history) == 1.5
-    assert Above((BY_DAY_TOTAL,)).extra_seconds(history, FirstLoadScale(0.6, 3)) == 0.5
     made = choose({LINES: LINES_COSTS, **history}, {LINES: Above((TOP, BY_DAY))})
     assert made.reason.startswith(COST_REASON)
     assert made.reason.endswith("and recomputing the 2 stages above it 0.0 s more")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ivm_sql.physical.cost import ANALYTIC, SMALL_CHANGE, CostModel
+from ivm_sql.physical.cost import SMALL_CHANGE, CostModel
 
 
 def never_counted(table: str) -> int:
@@ -62,22 +62,6 @@ def test_change_that_scans_less_or_unknown_stays_incremental(
     change: int | None, recompute: int | None
 ) -> None:
     assert CostModel(0.1).scan_reason(change, recompute) is None
-
-
-def test_where_the_history_cannot_say_yet_a_near_tie_of_the_scans_rule_is_applied() -> None:
-    """Only an applied change teaches the history what applying costs: at about the same
-    bytes both ways, the change is applied until the history can say."""
-    model = CostModel(0.1).learning_from({})
-    unlearned = model.choose("shop.__ivm_lines", {"shop.orders": 5}, lambda _t: 100)
-    assert (unlearned.decided_by, unlearned.unlearned) == (ANALYTIC, True)
-    assert (
-        CostModel(0.1).choose("shop.__ivm_lines", {"shop.orders": 5}, lambda _t: 100).unlearned
-        is False
-    )
-    assert model.scan_reason(27_000_000, 27_000_000, unlearned=True) is None
-    assert model.scan_reason(33_000_000, 27_000_000, unlearned=True) is None  # 1.22x
-    assert model.scan_reason(34_000_000, 27_000_000, unlearned=True) is not None  # 1.26x
-    assert model.scan_reason(27_000_000, 27_000_000) is not None
 
 
 def test_never_turns_the_scans_rule_off_too() -> None:

@@ -196,29 +196,6 @@ def test_the_first_load_is_the_recomputes_cost_only_until_a_recompute() -> None:
     )
 
 
-def test_a_first_load_is_scaled_by_what_other_stages_recomputes_took_of_theirs() -> None:
-    # three stages whose recomputes took 0.3, 0.4 and 0.5 of their first loads
-    peers = {
-        f"shop.__ivm_peer{i}": StageCosts("r5", [[10.0, 1.0]], [ratio * 5.0], 5.0)
-        for i, ratio in enumerate((0.3, 0.4, 0.5))
-    }
-    assert learned.first_load_scale(peers) == learned.FirstLoadScale(0.4, 3)
-    two = dict(list(peers.items())[:2])
-    assert learned.first_load_scale({**two, STAGE: FIRST_LOAD_ONLY}) is None  # too few
-    model = MODEL.learning_from({**peers, STAGE: FIRST_LOAD_ONLY})
-    made = model.choose(STAGE, {"shop.orders": 1_000}, rows_of)
-    assert made.prediction.seconds == (2.0, pytest.approx(1.04))
-    assert made.reason == (
-        f"{COST_REASON}: 4 past incremental refreshes of about this size took 2.0 s median, "
-        "the first load 2.6 s x 0.40 = 1.0 s "
-        "(recomputes took 0.40 of their first load, median of 3 stages)"
-    )
-    # a stage's own recompute, once it has one, is what counts
-    own = StageCosts("r6", FIRST_LOAD_ONLY.incremental, [2.5], 2.6)
-    model = MODEL.learning_from({**peers, STAGE: own})
-    assert model.choose(STAGE, {"shop.orders": 1_000}, rows_of).prediction.seconds == (2.0, 2.5)
-
-
 def test_explore_recomputes_a_stage_known_only_by_its_first_load_once_when_cheap_to_try() -> None:
     made = choice(FIRST_LOAD_ONLY, 1_000, explore=True)
     assert made.reason == (

@@ -380,16 +380,9 @@ def test_change_to_both_sides_of_a_join_is_recomputed_when_that_scans_no_more(
     term scan the other table whole, as much as a recompute scans, so the join is
     recomputed (an INSERT OVERWRITE: the user's view is left as it is) and the view over it
     follows; a change to orders alone scans only customers and is applied. With
-    recompute_above: never both are applied. With the history learning (the default; off in
-    the tests), a stage whose history cannot say yet applies such a near tie: it teaches
-    the history."""
+    recompute_above: never both are applied."""
     specs = [LINES, BY_COUNTRY]
-    learning = "history: {learn: true}\n"
-    for config, both in (
-        ("", "recomputed"),
-        (INCREMENTAL_ONLY, "incremental"),
-        (learning, "incremental"),
-    ):
+    for config, both in (("", "recomputed"), (INCREMENTAL_ONLY, "incremental")):
         project = open_project(spark, tmp_project, specs, config=config)
         project.refresh()
         project.sql("INSERT INTO orders VALUES (6, 2, 5, 'new')")

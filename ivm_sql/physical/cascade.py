@@ -10,8 +10,8 @@ and every round it also recomputed the two views over it. So a chosen recompute 
 with what it forces:
 
 - a stage above it costs what its recompute takes beyond its incremental refresh, by its own
-  history (the median of its recent recomputes, or its first load as ``physical.learned``
-  scales it, less the median of its recent incremental refreshes), and nothing when its recompute is the faster way anyway (a
+  history (the median of its recent recomputes, or its first load, less the median of its
+  recent incremental refreshes), and nothing when its recompute is the faster way anyway (a
   stage with no history of both ways counts nothing: nothing is known);
 - a stage above it of an INCREMENTAL STRICT view would fail the refresh (a recompute it did
   not ask for, ``physical.policy``): no stage below one is recomputed by choice.
@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ivm_sql.physical.learned import FirstLoadScale, recompute_seconds
+from ivm_sql.physical.learned import recompute_seconds
 from ivm_sql.storage.refresh_log import StageCosts
 
 
@@ -45,12 +45,9 @@ class Above:
     tables: tuple[str, ...]
     strict_view: str | None = None
 
-    def extra_seconds(
-        self, history: Mapping[str, StageCosts], scale: FirstLoadScale | None = None
-    ) -> float:
-        """Seconds these recomputes are expected to add to the refresh, by their history
-        (``scale``: what recomputes took of their first loads, ``physical.learned``)."""
-        return sum(_extra(history.get(table), scale) for table in self.tables)
+    def extra_seconds(self, history: Mapping[str, StageCosts]) -> float:
+        """Seconds these recomputes are expected to add to the refresh, by their history."""
+        return sum(_extra(history.get(table)) for table in self.tables)
 
     def describe(self) -> str:
         """How `ivm compile` and a refresh's reason name them."""
@@ -80,11 +77,11 @@ def stages_above(stages: Iterable[StageEdges]) -> dict[str, Above]:
     return above
 
 
-def _extra(costs: StageCosts | None, scale: FirstLoadScale | None) -> float:
+def _extra(costs: StageCosts | None) -> float:
     """What a stage's recompute takes beyond its incremental refresh, by its history."""
     if costs is None or not costs.incremental:
         return 0.0
-    full = recompute_seconds(costs, scale)
+    full = recompute_seconds(costs)
     if full is None:
         return 0.0
     return max(0.0, full - statistics.median(seconds for _, seconds in costs.incremental))

@@ -20,12 +20,7 @@ Sizes come from Delta's checksum files (no Spark job); an unknown size decides n
 
 Both rules are the prior: a stage whose own history has refreshed it both ways is refreshed
 the way that history says is cheaper (``physical.learned``), counting what its recompute
-forces above it (``physical.cascade``), and the rules stay quiet. Where the history is on
-but cannot say yet, a near tie of the scans rule (the change reads at most ``LEARN_WITHIN``
-times what a recompute reads) goes to the change: the two ways then cost about the same by
-their bytes, and only an applied change teaches the history what it costs (measured at
-TPC-H SF 0.1: the scans rule recomputed `q09` on every change at 1.1x the bytes, and applying
-it was faster in 5 of 5 rounds; without an incremental refresh its history never learned). No stage below an
+forces above it (``physical.cascade``), and the rules stay quiet. No stage below an
 INCREMENTAL STRICT view's is recomputed by choice, by any rule: that view would fail.
 """
 
@@ -40,7 +35,7 @@ from ivm_sql.config import RefreshSettings
 from ivm_sql.physical import execution
 from ivm_sql.physical.bounds import BoundRead, read_bytes
 from ivm_sql.physical.cascade import Above
-from ivm_sql.physical.learned import FirstLoadScale, Prediction, first_load_scale, predict
+from ivm_sql.physical.learned import Prediction, predict
 from ivm_sql.physical.learned import describe as describe_history
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.storage.refresh_log import StageCosts
@@ -49,9 +44,6 @@ from ivm_sql.storage.refresh_log import StageCosts
 # recompute would also make every stage above it recompute: the rows rule stays quiet.
 SMALL_CHANGE = 10_000
 COST_REASON = "cheaper than incremental"  # how both rules' reasons start
-# where the history cannot say yet, the scans rule recomputes only beyond this many times
-# the recompute's bytes: a nearer tie is applied, and teaches the history
-LEARN_WITHIN = 1.25
 # how a recompute history.explore chose says so
 EXPLORE_REASON = "history.explore, to learn what a recompute costs"
 
@@ -69,7 +61,6 @@ class Choice:
     reason: str | None
     decided_by: str
     prediction: Prediction | None = None
-    unlearned: bool = False  # the history is on but cannot say yet (a near tie is applied)
 
 
 class CheaperToRecompute(Exception):
@@ -88,8 +79,6 @@ class CostModel:
     history: Mapping[str, StageCosts] | None = field(default=None, compare=False)
     explore: bool = False  # history.explore (``physical.learned``)
     above: Mapping[str, Above] = field(default_factory=dict, compare=False)
-    # what recomputes took of their first loads, in the history (``physical.learned``)
-    scale: FirstLoadScale | None = field(default=None, compare=False)
 
     @classmethod
     def from_settings(cls, settings: RefreshSettings) -> CostModel:
@@ -101,12 +90,12 @@ class CostModel:
         for FULL, whose one stage recomputes whole anyway (with the policy as its reason)."""
         if policy is RefreshPolicy.AUTO:
             return self
-        return replace(self, recompute_above=None, history=None, explore=False, scale=None)
+        return replace(self, recompute_above=None, history=None, explore=False)
 
     def learning_from(self, history: Mapping[str, StageCosts], explore: bool = False) -> CostModel:
         """This model, its choices learned from ``history`` where a stage has both ways in it;
         ``explore``: a stage recomputed only by its first load may be recomputed to learn."""
-        return replace(self, history=history, explore=explore, scale=first_load_scale(history))
+        return replace(self, history=history, explore=explore)
 
     def weighing(self, above: Mapping[str, Above]) -> CostModel:
         """This model, a stage's recompute weighed with the stages it forces ``above`` it."""
@@ -125,10 +114,9 @@ class CostModel:
             prediction = predict(
                 self.history.get(table),
                 sum(changed_rows.values()),
-                explore=self.explore,
-                above_stages=len(above.tables),
-                above=above.extra_seconds(self.history, self.scale),
-                scale=self.scale,
+                self.explore,
+                len(above.tables),
+                above.extra_seconds(self.history),
             )
             if prediction is not None:
                 reason = None
@@ -137,8 +125,7 @@ class CostModel:
                 elif prediction.explore:
                     reason = f"{EXPLORE_REASON}: {prediction.reason()}"
                 return Choice(reason, HISTORY, prediction)
-        reason = self.recompute_reason(changed_rows, count_rows)
-        return Choice(reason, ANALYTIC, unlearned=self.history is not None)
+        return Choice(self.recompute_reason(changed_rows, count_rows), ANALYTIC)
 
     def recompute_reason(
         self, changed_rows: Mapping[str, int], count_rows: Callable[[str], int]
@@ -160,17 +147,12 @@ class CostModel:
             f"of the {rows:,} rows it reads (recompute_above: {self.recompute_above:g})"
         )
 
-    def scan_reason(
-        self, change_bytes: int | None, recompute_bytes: int | None, unlearned: bool = False
-    ) -> str | None:
+    def scan_reason(self, change_bytes: int | None, recompute_bytes: int | None) -> str | None:
         """The scans rule: the bytes of Delta tables the change query and the recompute read
-        (``scanned_bytes``: each scan counted, repeats too; None: a size is unknown).
-        ``unlearned``: the stage's history is on but cannot say yet, so a near tie is applied."""
+        (``scanned_bytes``: each scan counted, repeats too; None: a size is unknown)."""
         if self.recompute_above is None or change_bytes is None or recompute_bytes is None:
             return None
         if recompute_bytes == 0 or change_bytes < recompute_bytes:
-            return None
-        if unlearned and change_bytes <= LEARN_WITHIN * recompute_bytes:
             return None
         return (
             f"{COST_REASON}: its change reads {_size(change_bytes)} of tables, "

@@ -30,16 +30,12 @@ it makes recompute, ``physical.cascade``), is expected to take at most ``RECOMPU
 of the incremental time. A recompute's cost is what the recent recomputes took, or the first load's
 until there is one: a first load also creates the table, often on a JVM still cold, so a
 stage whose only recompute was its first load can look dearer to recompute than it is, and
-then is never recomputed to find out. Once ``SCALE_STAGES`` stages of the project have both
-a first load and recomputes, a first load counts as the median share of it their recomputes
-took (an empirical prior, learned from the stages beside it on the same cluster; measured
-at TPC-H SF 0.1: `q04` and `q15`, known by first loads of 2.6 s and 0.9 s, applied every
-small change at 1.5-2.4x a recompute's time). With ``history.explore`` on, such a stage is
+then is never recomputed to find out. With ``history.explore`` on, such a stage is
 recomputed once, to learn, after ``EXPLORE_AFTER`` incremental refreshes, when the first
 load took at most ``EXPLORE_COST`` times what the change is expected to take: a wrong guess
-then costs one refresh, at most that much slower. A stage without both (new, or one way
-never run) is left to the analytic rules, which are the prior. A wrong guess costs time,
-never correctness: both ways give the same rows.
+then costs one refresh, at most that much slower (measured at TPC-H SF 0.1: two views whose
+first loads looked dear applied every small change at 1.5-2.4x a recompute's time). A stage without both (new, or one way never run) is left to the analytic
+rules, which are the prior. A wrong guess costs time, never correctness: both ways give the same rows.
 """
 
 from __future__ import annotations
@@ -47,7 +43,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import statistics
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ivm_sql.storage.refresh_log import StageCosts
@@ -69,36 +64,6 @@ RECOMPUTE_SHARE = 0.8
 # the change is expected to take
 EXPLORE_AFTER = 3
 EXPLORE_COST = 2.0
-# a first load is scaled by what recomputes took of their first loads once this many stages
-# have both
-SCALE_STAGES = 3
-
-
-@dataclass(frozen=True)
-class FirstLoadScale:
-    """What recomputes took against their stage's first load, across the stages whose
-    history has both: the median of their ratios, over ``stages`` stages."""
-
-    ratio: float
-    stages: int
-
-    def describe(self) -> str:
-        return (
-            f"recomputes took {self.ratio:.2f} of their first load, median of {self.stages} stages"
-        )
-
-
-def first_load_scale(history: Mapping[str, StageCosts]) -> FirstLoadScale | None:
-    """The scale of a first load to a recompute, learned from the stages that have both
-    (None: fewer than ``SCALE_STAGES``)."""
-    ratios = [
-        statistics.median(costs.full) / costs.created
-        for costs in history.values()
-        if costs.full and costs.created
-    ]
-    if len(ratios) < SCALE_STAGES:
-        return None
-    return FirstLoadScale(statistics.median(ratios), len(ratios))
 
 
 @dataclass(frozen=True)
@@ -114,7 +79,6 @@ class Prediction:
     # (``physical.cascade``)
     above_stages: int = 0
     above: float = 0.0
-    scale: FirstLoadScale | None = None  # how the first load was scaled (recomputes == 0)
 
     @property
     def seconds(self) -> tuple[float, float]:
@@ -134,12 +98,7 @@ class Prediction:
     def reason(self) -> str:
         """What `ivm refresh` says decided, e.g. ``3 past incremental refreshes of about this
         size took 6.1 s median, the last recompute 2.4 s``."""
-        if self.recomputes == 0 and self.scale is not None:
-            reason = (
-                f"{self.basis}, the first load {self.full / self.scale.ratio:.1f} s "
-                f"x {self.scale.ratio:.2f} = {self.full:.1f} s ({self.scale.describe()})"
-            )
-        elif self.recomputes == 0:
+        if self.recomputes == 0:
             reason = f"{self.basis}, the first load {self.full:.1f} s"
         else:
             recomputes = "the last recompute" if self.recomputes == 1 else "recomputes"
@@ -172,20 +131,17 @@ def describe(costs: StageCosts) -> str:
 def predict(
     costs: StageCosts | None,
     changed_rows: int,
-    *,
     explore: bool = False,
     above_stages: int = 0,
     above: float = 0.0,
-    scale: FirstLoadScale | None = None,
 ) -> Prediction | None:
     """What the stage's history expects a refresh of ``changed_rows`` rows to cost each
     way; None when it cannot say (the analytic rules decide). ``explore``: a stage recomputed
     only by its first load may be recomputed to learn (``history.explore``). ``above``:
-    the seconds the ``above_stages`` stages a recompute forces above it add (``physical.cascade``).
-    ``scale``: what recomputes took of their first loads in the other stages' history."""
+    the seconds the ``above_stages`` stages a recompute forces above it add (``physical.cascade``)."""
     if costs is None or not costs.incremental:
         return None
-    full = recompute_seconds(costs, scale)
+    full = recompute_seconds(costs)
     if full is None:
         return None
     incremental = _incremental(costs.incremental, changed_rows)
@@ -198,19 +154,13 @@ def predict(
         and len(costs.incremental) >= EXPLORE_AFTER
         and full + above <= EXPLORE_COST * seconds
     )
-    scaled = scale if not costs.full else None
-    return Prediction(seconds, full, basis, len(costs.full), explored, above_stages, above, scaled)
+    return Prediction(seconds, full, basis, len(costs.full), explored, above_stages, above)
 
 
-def recompute_seconds(costs: StageCosts, scale: FirstLoadScale | None = None) -> float | None:
+def recompute_seconds(costs: StageCosts) -> float | None:
     """What a recompute of the stage costs by its history: the median of its recent
-    recomputes, or until there is one its first load (``scale``d as the other stages'
-    recomputes were against theirs); None: neither is known."""
-    if costs.full:
-        return statistics.median(costs.full)
-    if costs.created is None or scale is None:
-        return costs.created
-    return costs.created * scale.ratio
+    recomputes, or its first load until there is one; None: neither is known."""
+    return statistics.median(costs.full) if costs.full else costs.created
 
 
 def _incremental(samples: list[list[float]], rows: int) -> tuple[float, str] | None:

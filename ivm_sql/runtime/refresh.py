@@ -606,7 +606,6 @@ class Refresher:
                 cheaper = decision.cost.scan_reason(
                     self.sizes.scanned_bytes(change, bounded),
                     self.sizes.scanned_bytes(self._initial(stage)),
-                    decision.choice.unlearned,
                 )
                 if cheaper is not None:
                     raise CheaperToRecompute(cheaper)
