@@ -1,20 +1,27 @@
 """Choice accuracy: does a refresh pick the cheaper way, incremental or recompute, per view?
 
-Every view of the workload is kept three times in one project: as written (``REFRESH POLICY
-AUTO``: the cost model chooses), as ``<view>__inc`` (INCREMENTAL: always the change) and as
+Every view of the workload is kept four times, in one database: as written (``REFRESH
+POLICY AUTO``, choosing from the refresh history: ``physical.learned``), as ``<view>__ana``
+(AUTO, choosing by the analytic rules alone: a second project over the same database, with
+``history.learn: false``), as ``<view>__inc`` (INCREMENTAL: always the change) and as
 ``<view>__full`` (FULL: always recomputed); each copy reads the copies of the same kind of
-the views it reads. One refresh, one view at a time, brings all three up to date on the same
-source versions, so every round times both ways of every changed view beside the choice.
+the views it reads. Each round changes the sources, then refreshes each kind in a refresh of
+its own, one view at a time, all on the same source versions: so both choosers are timed
+against both ways of every changed view, on the same rounds.
+
+Each kind pays its own fixed costs: a refresh keeps each change data feed read for the rest
+of that refresh only (``physical.changes``), so no kind reads the changes another one
+fetched, and Delta's state of each changed source is computed before the refreshes (as a
+server does between commands, ``host.WarmSnapshots``), so the first kind refreshed does not
+pay it for the others.
 
 A choice is right when the chosen way took at most 1.1x the faster one's time. A view counts
 in a round when its AUTO copy chose (no stage of it was recomputed for a reason other than
 its own choice, such as a view it reads recomputed; a later stage recomputed because an
 earlier one of the same view was is part of the view's choice), its INCREMENTAL copy
-applied the change and its FULL copy recomputed. The run is made twice on the same seeded changes, in two projects: with the
-choices learned from the refresh history (``physical.learned``) and with the analytic rules
-alone (``history.learn: false``), and prints both accuracies over the rounds after the
-warm-up, and the time the chosen ways took against always picking the faster. ``--explore``
-turns ``history.explore`` on in the learned pass.
+applied the change and its FULL copy recomputed. It prints both choosers' accuracies over
+the rounds after the warm-up, and the time the chosen ways took against always picking the
+faster. ``--explore`` turns ``history.explore`` on for the learned copies.
 
 Change sizes are drawn log-uniformly from --smallest to --largest of the orders; for TPC-H,
 every other round is one of TPC-H's official update sets (0.1% of the orders, in one slab of
@@ -47,10 +54,12 @@ import tpch
 from ivm_sql import Project
 from ivm_sql.physical.policy import whole_recompute
 from ivm_sql.physical.recompute import RECOMPUTED_BELOW
+from ivm_sql.storage import delta_log
 from ivm_sql.viewdefs import load_views
 
 REPO = Path(__file__).resolve().parent.parent
-KINDS = {"": "AUTO", "__inc": "INCREMENTAL", "__full": "FULL"}
+ANALYTIC = "__ana"  # the suffix of the copies the analytic rules choose for
+KINDS = {"": "AUTO", "__inc": "INCREMENTAL", "__full": "FULL", ANALYTIC: "AUTO"}
 RIGHT_WITHIN = 1.1  # a choice is right when it took at most this times the faster way
 
 
@@ -76,13 +85,32 @@ class ViewRound:
 @dataclass
 class Pass:
     learn: bool
-    rounds: list[dict] = field(default_factory=list)  # {"fraction", "kind", "views": [ViewRound]}
+    rounds: list[dict] = field(default_factory=list)  # {"round", "kind", "views": [ViewRound]}
 
 
-def variants(views_dir: Path, out: Path, left_out: set[str]) -> None:
-    """Writes each view but ``left_out`` three times (see the module's docstring) into ``out``."""
+@dataclass
+class Projects:
+    """The two projects over one database: ``learned`` holds the AUTO copies that learn and
+    the INCREMENTAL and FULL copies, ``analytic`` the AUTO copies of the analytic rules."""
+
+    learned: Project
+    analytic: Project
+
+    def names(self, suffix: str) -> list[str]:
+        project = self.analytic if suffix == ANALYTIC else self.learned
+        return [d.name for d in load_views(project.root / "views") if _suffix_of(d.name) == suffix]
+
+
+def _suffix_of(name: str) -> str:
+    return next((s for s in KINDS if s and name.lower().endswith(s)), "")
+
+
+def variants(views_dir: Path, left_out: set[str]) -> dict[str, str]:
+    """Each view but ``left_out`` in each kind (see the module's docstring): per suffix, the
+    text of a views file."""
     defs = [d for d in load_views(views_dir) if d.name.lower() not in left_out]
     names = {d.name for d in defs}
+    files = {}
     for suffix, policy in KINDS.items():
         statements = []
         for view in defs:
@@ -97,7 +125,8 @@ def variants(views_dir: Path, out: Path, left_out: set[str]) -> None:
             statements.append(
                 f"CREATE VIEW {view.name}{suffix} REFRESH POLICY {policy} AS\n{select};\n"
             )
-        (out / f"views{suffix or '__auto'}.sql").write_text("\n".join(statements))
+        files[suffix] = "\n".join(statements)
+    return files
 
 
 def _renamed(table: exp.Table, suffix: str) -> exp.Table:
@@ -106,24 +135,25 @@ def _renamed(table: exp.Table, suffix: str) -> exp.Table:
     return renamed
 
 
-def demo_project(root: Path, orders: int, database: str, history: dict) -> Project:
+def demo_projects(root: Path, orders: int, database: str, history: dict) -> Projects:
     refresh_vs_full.build(root, orders, database)  # the demo's views over ``orders`` orders
     return _with_variants(root, database, history)
 
 
-def tpch_project(root: Path, sf: float, database: str, history: dict) -> Project:
+def tpch_projects(root: Path, sf: float, database: str, history: dict) -> Projects:
     tpch.create_project(root, tpch.QUERIES, {})
-    project = _with_variants(root, database, history)
+    projects = _with_variants(root, database, history)
     parquet, _ = tpch.tpch_parquet(sf)
-    tpch.load(project, parquet)
-    return project
+    tpch.load(projects.learned, parquet)
+    return projects
 
 
-def _with_variants(root: Path, database: str, history: dict) -> Project:
+def _with_variants(root: Path, database: str, history: dict) -> Projects:
     """The project in ``root``, migrated into ``database`` with ivm.yaml's ``history``
-    settings, its views in their three kinds,
+    settings, its views in the learned, INCREMENTAL and FULL kinds, and beside it in
+    ``<root>_analytic`` the same project with the analytic kind and ``history.learn: false``;
     but for the views recomputed whole on any change (top-N, say): they cannot be
-    INCREMENTAL, and their AUTO copy has no choice to make."""
+    INCREMENTAL, and their AUTO copies have no choice to make."""
     config = yaml.safe_load((root / "ivm.yaml").read_text()) or {}
     config.update(
         database=database,
@@ -140,13 +170,18 @@ def _with_variants(root: Path, database: str, history: dict) -> Project:
     }
     if whole:
         print(f"left out, recomputed whole on any change: {', '.join(sorted(whole))}", flush=True)
-    written = root / "views"
-    source = root / "views_written"
-    shutil.move(written, source)
-    written.mkdir()
-    variants(source, written, whole)
-    shutil.rmtree(source)
-    return Project.open(root)
+    files = variants(root / "views", whole)
+    analytic = root.with_name(f"{root.name}_analytic")
+    shutil.copytree(root, analytic, ignore=shutil.ignore_patterns("views"))
+    analytic_config = {**config, "history": {**config["history"], "learn": False, "explore": False}}
+    (analytic / "ivm.yaml").write_text(yaml.safe_dump(analytic_config))
+    shutil.rmtree(root / "views")
+    for folder in (root / "views", analytic / "views"):
+        folder.mkdir()
+    for suffix, text in files.items():
+        folder = analytic if suffix == ANALYTIC else root
+        (folder / "views" / f"views{suffix or '__auto'}.sql").write_text(text)
+    return Projects(Project.open(root), Project.open(analytic))
 
 
 def demo_changes(project: Project, fraction: float, rng: random.Random, orders: int) -> str:
@@ -166,16 +201,30 @@ def demo_changes(project: Project, fraction: float, rng: random.Random, orders: 
     return f"scattered {fraction:.4%}"
 
 
-def refresh_round(project: Project) -> list[ViewRound]:
-    reports = {r.view.split(".")[-1]: r for r in project.refresh()}
-    forced = _forced_from_outside(project)
+def refresh_round(projects: Projects) -> tuple[list[ViewRound], list[ViewRound]]:
+    """Each kind refreshed on its own, on the same source versions (the sources' Delta state
+    computed first, outside the times); the learned and the analytic choosers' rounds."""
+    learned = projects.learned
+    for source in sorted({t for plan in learned.plans() for t in plan.base_tables}):
+        delta_log.compute_state(learned.spark, source)
+    reports, forced = {}, {}
+    for suffix in ("", ANALYTIC, "__inc", "__full"):
+        project = projects.analytic if suffix == ANALYTIC else learned
+        for report in project.refresh(projects.names(suffix)):
+            reports[report.view.split(".")[-1]] = report
+        forced[suffix] = _forced_from_outside(project)
+    return tuple(_choices(reports, forced[suffix], suffix) for suffix in ("", ANALYTIC))
+
+
+def _choices(reports: dict, forced: set[str], suffix: str) -> list[ViewRound]:
+    """What the AUTO copies of ``suffix`` chose, against the INCREMENTAL and FULL copies."""
     found = []
-    for name in sorted(n for n in reports if not n.endswith(("__inc", "__full"))):
-        auto, inc, full = reports[name], reports[f"{name}__inc"], reports[f"{name}__full"]
+    for name in sorted(n for n in reports if not _suffix_of(n)):
+        auto, inc, full = (reports[f"{name}{s}"] for s in (suffix, "__inc", "__full"))
         if auto.action == "unchanged":
             continue
         chose = "full" if auto.action == "recomputed" else "incremental"
-        if name in forced:
+        if auto.view.split(".")[-1] in forced:
             chose = None
         incremental = inc.seconds if inc.action == "incremental" else None
         recomputed = full.seconds if full.action == "recomputed" else None
@@ -207,21 +256,24 @@ def _forced_from_outside(project: Project) -> set[str]:
     }
 
 
-def run_pass(args: argparse.Namespace, learn: bool, folder: Path) -> Pass:
-    database = f"choices_{'learned' if learn else 'analytic'}"
+def run(args: argparse.Namespace, folder: Path) -> tuple[Pass, Pass]:
+    """The rounds, scored for the learned and for the analytic chooser."""
+    database = "choices"
     root = folder / database
     root.mkdir()
     rng = random.Random(args.seed)
-    history = {"learn": learn, "explore": learn and args.explore}
+    history = {"learn": True, "explore": args.explore}
     if args.workload == "demo":
-        project = demo_project(root, args.orders, database, history)
+        projects = demo_projects(root, args.orders, database, history)
     else:
-        project = tpch_project(root, args.sf, database, history)
+        projects = tpch_projects(root, args.sf, database, history)
         updates = tpch.update_sets(args.sf, args.rounds)
-        loaded_max = tpch.scalar(project, "SELECT max(o_orderkey) FROM orders")
-        orders = tpch.scalar(project, "SELECT count(*) FROM orders")
+        loaded_max = tpch.scalar(projects.learned, "SELECT max(o_orderkey) FROM orders")
+        orders = tpch.scalar(projects.learned, "SELECT count(*) FROM orders")
+    project = projects.learned
     project.refresh()
-    result = Pass(learn)
+    projects.analytic.refresh()
+    passes = (Pass(True), Pass(False))
     for number in range(1, args.rounds + 1):
         fraction = math.exp(rng.uniform(math.log(args.smallest), math.log(args.largest)))
         if args.workload == "demo":
@@ -233,21 +285,18 @@ def run_pass(args: argparse.Namespace, learn: bool, folder: Path) -> Pass:
             n = max(1, round(fraction * orders))
             tpch.scattered_functions(project, n, loaded_max, args.seed, number)
             kind = f"scattered {fraction:.4%}"
-        views = refresh_round(project)
-        result.rounds.append({"round": number, "kind": kind, "views": views})
-        right = [v.right for v in views if v.counted]
-        print(
-            f"{'learned' if learn else 'analytic'} round {number}: {kind}: "
-            f"{sum(right)}/{len(right)} right",
-            flush=True,
-        )
-        for v in views:
-            print(
-                f"    {v.view:<24} chose {v.chose or '-':<11} inc {_s(v.incremental)} full {_s(v.full)} "
-                f"(AUTO took {_s(v.auto_seconds)})  {v.reason}",
-                flush=True,
-            )
-    return result
+        for result, views in zip(passes, refresh_round(projects), strict=True):
+            result.rounds.append({"round": number, "kind": kind, "views": views})
+            right = [v.right for v in views if v.counted]
+            chooser = "learned" if result.learn else "analytic"
+            print(f"{chooser} round {number}: {kind}: {sum(right)}/{len(right)} right", flush=True)
+            for v in views:
+                print(
+                    f"    {v.view:<24} chose {v.chose or '-':<11} inc {_s(v.incremental)} full {_s(v.full)} "
+                    f"(AUTO took {_s(v.auto_seconds)})  {v.reason}",
+                    flush=True,
+                )
+    return passes
 
 
 def _s(seconds: float | None) -> str:
@@ -280,11 +329,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path)
     parser.add_argument(
-        "--explore", action="store_true", help="the learned pass with history.explore on"
+        "--explore", action="store_true", help="the learned copies with history.explore on"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        passes = [run_pass(args, learn, Path(folder)) for learn in (True, False)]
+        passes = run(args, Path(folder))
     scores = {("learned" if p.learn else "analytic"): scored(p, args.warm_up) for p in passes}
     for name, score in scores.items():
         accuracy = "-" if score["accuracy"] is None else f"{score['accuracy']:.0%}"
