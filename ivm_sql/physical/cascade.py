@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ivm_sql.physical.learned import recompute_seconds
+from ivm_sql.physical.learned import recompute_seconds, stages_above_it
 from ivm_sql.storage.refresh_log import StageCosts
 
 
@@ -51,8 +51,7 @@ class Above:
 
     def describe(self) -> str:
         """How `ivm compile` and a refresh's reason name them."""
-        count = len(self.tables)
-        return f"{count} stage{'' if count == 1 else 's'} above it"
+        return stages_above_it(len(self.tables))
 
 
 def stages_above(stages: Iterable[StageEdges]) -> dict[str, Above]:

@@ -106,8 +106,13 @@ class Prediction:
             reason = f"{self.basis}, {recomputes} {self.full:.1f} s{median}"
         if not self.above_stages:
             return reason
-        stages = f"{self.above_stages} stage{'' if self.above_stages == 1 else 's'}"
-        return f"{reason}, and recomputing the {stages} above it {self.above:.1f} s more"
+        return f"{reason}, and recomputing the {stages_above_it(self.above_stages)} {self.above:.1f} s more"
+
+
+def stages_above_it(count: int) -> str:
+    """``2 stages above it``: how a reason and `ivm compile` name the stages a recompute
+    forces above it (``physical.cascade``)."""
+    return f"{count} stage{'' if count == 1 else 's'} above it"
 
 
 def describe(costs: StageCosts) -> str:
