@@ -4,6 +4,7 @@ refresh log keeps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -236,6 +237,17 @@ def test_the_summary_keeps_the_first_load_apart_from_the_recomputes() -> None:
     # a summary written before the first load was kept apart reads as before
     old = {"stages": {STAGE: {"last": "r0", "incremental": [], "full": [3.0]}}}
     assert Summary.from_record(old, 0, 0).stages[STAGE].created is None
+
+
+def test_a_recompute_is_learned_without_the_change_it_gave_up() -> None:
+    """The scans rule finds a recompute cheaper only once it knows what the change reads:
+    the change computed until then is the event's ``change_seconds``. A recompute the
+    history chooses is chosen before any change is computed, so it costs the rest."""
+    given_up = replace(event("recomputed", "full", 9.5), change_seconds=7.0)
+    first_load = replace(event("created", "full", 3.0), change_seconds=0.0)
+    record = Summary().after([first_load, given_up], "r1")
+    kept = Summary.from_record(record, 0, 0).stages[STAGE]
+    assert (kept.created, kept.full) == (3.0, [2.5])
 
 
 def test_compile_shows_a_stages_history_and_whether_it_chooses() -> None:

@@ -479,7 +479,8 @@ class Refresher:
             clock = clock_versions(state.record.get("now"), self.now)
             change = stage.change_query({**decision.pins, CLOCK: clock})
         else:
-            self._enable_change_feeds(stage)
+            with self.tally.phase("write"):  # part of the recompute (``_recompute``)
+                self._enable_change_feeds(stage)
             self.recomputes.note(stage, reason)
         record = self._record(stage, fingerprint)
         before = state.latest if state.exists else -1
@@ -552,30 +553,35 @@ class Refresher:
         return "incremental", ""
 
     def _recompute(self, stage: Stage, exists: bool, fingerprint: str) -> int:
-        """Load the stage's whole content at the pinned versions into its table; the rows written."""
-        initial = self._initial(stage)
-        small = self.sizes.is_small(initial, recompute=True)
-        with (
-            execution.for_small_data(self.spark, enabled=small),
-            execution.session_settings(self.spark, WHOLE_OVERWRITE),
-            self._solved(stage, initial) as initial,
-        ):
-            created = not exists or stage.table in self.recomputes.reshaped
-            statement = (
-                self.plan_of[stage.table].create_table(stage, initial)
-                if created
-                else overwrite_table(stage, initial)
-            )
-            with self.tally.phase("write"):
+        """Load the stage's whole content at the pinned versions into its table; the rows
+        written. All of it is the stage's "write" phase: what a recompute costs when chosen
+        before any change is computed (``physical.learned`` learns it apart from a change
+        computed first and then given up)."""
+        with self.tally.phase("write"):
+            initial = self._initial(stage)
+            small = self.sizes.is_small(initial, recompute=True)
+            with (
+                execution.for_small_data(self.spark, enabled=small),
+                execution.session_settings(self.spark, WHOLE_OVERWRITE),
+                self._solved(stage, initial) as initial,
+            ):
+                created = not exists or stage.table in self.recomputes.reshaped
+                statement = (
+                    self.plan_of[stage.table].create_table(stage, initial)
+                    if created
+                    else overwrite_table(stage, initial)
+                )
                 self._run(lambda: self.spark.sql(to_sql(statement, pretty=False)), stage.table)
-        loaded = self.log.commit(stage.table, self.log.latest_version(stage.table)).rows_changed
-        mapped = created and layout.needs_column_mapping(stored_columns(stage, initial))
-        properties = layout.properties_after_load(loaded, created_mapped=mapped)
-        if properties:
-            self._run(
-                lambda: delta_log.set_properties(self.spark, stage.table, properties), stage.table
-            )
-        return loaded
+            latest = self.log.latest_version(stage.table)
+            loaded = self.log.commit(stage.table, latest).rows_changed
+            mapped = created and layout.needs_column_mapping(stored_columns(stage, initial))
+            properties = layout.properties_after_load(loaded, created_mapped=mapped)
+            if properties:
+                self._run(
+                    lambda: delta_log.set_properties(self.spark, stage.table, properties),
+                    stage.table,
+                )
+            return loaded
 
     def _ahead(self, stage: Stage, record: dict) -> bool:
         """Whether a refresh that pinned newer versions committed to the stage (its record is

@@ -52,8 +52,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("files_read", "BIGINT"),  # files the change's key bounds opened (NULL: none bounded)
     ("files_total", "BIGINT"),  # files of those bounded tables
     ("plan_seconds", "DOUBLE"),  # reading logs and deciding
-    ("change_seconds", "DOUBLE"),  # computing the change (0 for a recompute)
-    ("write_seconds", "DOUBLE"),  # the MERGE, or the recompute's one statement
+    ("change_seconds", "DOUBLE"),  # computing the change (a recompute: one given up for it)
+    ("write_seconds", "DOUBLE"),  # the MERGE, or the recompute
     ("seconds", "DOUBLE"),  # all of the stage
     ("statements", "INT"),  # SQL statements sent to Spark
     ("spark_jobs", "INT"),  # Spark jobs run (NULL: not counted)
@@ -120,12 +120,18 @@ class StageCosts:
         if event.outcome != OUTCOME_OK or event.seconds is None:
             return
         if event.action == "created":
-            self.created = event.seconds
+            self.created = _recompute_seconds(event)
         elif event.strategy == "full":
-            self.full = [*self.full, event.seconds][-RECOMPUTES:]
+            self.full = [*self.full, _recompute_seconds(event)][-RECOMPUTES:]
         else:
             sample = [float(event.rows_in or 0), event.seconds]
             self.incremental = [*self.incremental, sample][-SAMPLES:]
+
+
+def _recompute_seconds(event: Event) -> float:
+    """A recompute's seconds, less a change computed first and then given up for it (the
+    scans rule's, ``physical.cost``): what the recompute costs when chosen before that."""
+    return event.seconds - (event.change_seconds or 0.0)
 
 
 @dataclass
