@@ -12,7 +12,7 @@ against both ways of every changed view, on the same rounds.
 Each kind pays its own fixed costs: a refresh keeps each change data feed read for the rest
 of that refresh only (``physical.changes``), so no kind reads the changes another one
 fetched, and Delta's state of each changed source is computed before the refreshes (as a
-server does between commands, ``storage.warm``), so the first kind refreshed does not
+server does between commands, ``host.WarmSnapshots``), so the first kind refreshed does not
 pay it for the others.
 
 A choice is right when the chosen way took at most 1.1x the faster one's time. A view counts

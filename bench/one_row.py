@@ -4,14 +4,10 @@ Issue 33 asks for a one-row refresh of about a second, and for each setting on t
 be measured and kept only where it pays. This compares, side by side in one process and one
 Spark session, rounds as ivm runs them against rounds with one choice undone (``--compare``):
 
-- ``warm-state``: the server (``ivm_sql.storage.warm``) has Delta compute the
+- ``warm-state``: the server (``ivm_sql.host.WarmSnapshots``) has Delta compute the
   snapshot state of each stage table a refresh committed to before the next refresh, since
   each commit ivm makes is checked against it (``storage.concurrent``); undone, the refresh's
   commits compute it.
-- ``warm-ahead``: with no state computed between refreshes (as for a refresh in a process of
-  its own), a refresh has the state of each table it is about to write computed in a thread
-  of its own while the stage computes its change (``storage.warm``); undone, each commit
-  computes it on the refresh's path.
 - ``codegen``, ``adaptive``, ``partitions``: the small-data settings a tiny change runs with
   (``physical.execution.SMALL_DATA_SETTINGS``): interpreted, no adaptive re-planning, one
   shuffle partition; undone, that one is left at the session's own value.
@@ -47,7 +43,7 @@ SETTING_OF = {
     "adaptive": ("spark.sql.adaptive.enabled",),
     "partitions": ("spark.sql.shuffle.partitions",),
 }
-CHOICES = ("warm-state", "warm-ahead", *SETTING_OF)
+CHOICES = ("warm-state", *SETTING_OF)
 
 
 def without_setting(name: str) -> AbstractContextManager:
@@ -80,12 +76,11 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
             compute_state(project.spark, table)
 
     ivms_way = (compute_states, nullcontext)  # as in the server, between commands
-    undone = (compute_states, lambda: without_setting(choice))
-    if choice == "warm-state":
-        undone = (lambda: None, nullcontext)
-    elif choice == "warm-ahead":  # both cold between refreshes; undone: no state computed ahead
-        ivms_way = (lambda: None, nullcontext)
-        undone = (lambda: None, lambda: mock.patch.object(Project, "_warm_states", lambda *_: None))
+    undone = (
+        (lambda: None, nullcontext)
+        if choice == "warm-state"
+        else (compute_states, lambda: without_setting(choice))
+    )
     kept: dict[str, list[tuple[float, int]]] = {"ivm's way": [], "undone": []}
     for number in range(rounds):
         label, (before, around) = ("ivm's way", ivms_way) if number % 2 == 0 else ("undone", undone)

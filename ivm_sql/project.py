@@ -41,7 +41,6 @@ from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.verify import VerifyResult, verify_views
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
 from ivm_sql.storage import concurrent, delta_log, refresh_log
-from ivm_sql.storage.warm import WarmStates
 from ivm_sql.viewdefs import ViewDef, load_views
 
 
@@ -102,7 +101,7 @@ class Project:
         self._locations: dict[str, str] = {}  # ivm's tables -> their folders, kept across refreshes
         # the version of each table this project's last refresh committed to (its stage tables
         # and its event log): the server has Delta compute their state before the next one
-        # (ivm_sql.storage.warm)
+        # (ivm_sql.host.WarmSnapshots)
         self.written_versions: dict[str, int] = {}
 
     @classmethod
@@ -308,7 +307,6 @@ class Project:
         clock = now or datetime.now(UTC)
         logging = self.config.history.log
         recorder = log_events.start(log, self.database, clock) if logging else None
-        warm = self._warm_states(log)
         refresher = Refresher(
             concurrent.own_session(self.spark),
             full=full,
@@ -318,22 +316,16 @@ class Project:
             project=str(self.root),
             workers=self.refresh_workers,
             recorder=recorder,
-            warm=warm,
-            warm_with_first_write=(refresh_log.table_in(self.database),) if logging else (),
         )
         plans = self.plans(names, log)
         try:
-            try:
-                reports = refresher.refresh(plans, on_view, on_stage)
-            except IvmError as error:  # what ran before the error is logged, and the error
-                if recorder is not None:
-                    self._log_refresh(log, recorder, failed=error)
-                raise
+            reports = refresher.refresh(plans, on_view, on_stage)
+        except IvmError as error:  # what ran before the error is logged, and the error
             if recorder is not None:
-                self._log_refresh(log, recorder)
-        finally:
-            if warm is not None:
-                warm.close()
+                self._log_refresh(log, recorder, failed=error)
+            raise
+        if recorder is not None:
+            self._log_refresh(log, recorder)
         self.written_versions = {
             stage.table: refresher.current[stage.table]
             for plan in plans
@@ -347,14 +339,6 @@ class Project:
             **streams,
             **{table: refresher.current[table] for plan in plans for table in plan.base_tables},
         }
-
-    def _warm_states(self, log: delta_log.DeltaLog) -> WarmStates | None:
-        """What computes Delta's state of the tables a refresh writes ahead of their commits
-        (``storage.warm``); None over Spark Connect, where a session cannot have another (a
-        server computes them between commands there)."""
-        if not concurrent.has_own_sessions(self.spark):
-            return None
-        return WarmStates(self.spark, log.latest_version)
 
     def _log_refresh(
         self, log: delta_log.DeltaLog, recorder: log_events.Recorder, failed: IvmError | None = None

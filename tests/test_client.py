@@ -127,7 +127,7 @@ def test_the_next_command_of_a_project_starts_warm(project: Path) -> None:
     (project / "ivm.yaml").write_text("database: other\n")
     with projects.opened(project, False) as changed:  # other settings: nothing is taken over
         assert changed._plans == {}
-    # each command's stage versions, for the server's WarmStates: none refreshed here
+    # each command's stage versions, for WarmSnapshots: none refreshed here
     assert handed == [{}] * 4
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from jobs import job_group
 from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 
+from ivm_sql.host import WarmSnapshots
 from ivm_sql.physical import materialize
 from ivm_sql.physical.cost import SMALL_CHANGE
 from ivm_sql.physical.execution import SMALL_MERGE_ROWS, SMALL_MERGE_TABLE, is_small_merge
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import Refresher
-from ivm_sql.storage.warm import WarmStates
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -156,9 +156,7 @@ def test_tables_whose_delta_state_the_server_computed_commit_with_one_job_less_e
 ) -> None:
     """Delta checks ivm's idempotent commits (a stage's MERGE, the event log's append) against
     the transactions of the table's snapshot state, a job over its log; the server computes
-    it between commands (``storage.warm``), so the next refresh commits without it. A refresh
-    also has each state computed ahead of its commit, in the job group it runs in: the same
-    job, counted once, whoever computes it."""
+    it between commands (``host.WarmSnapshots``), so the next refresh commits without it."""
     project = open_project(spark, tmp_project, 100)
     project.refresh()
     events = f"{project.database}.__ivm_refresh_log"
@@ -173,10 +171,9 @@ def test_tables_whose_delta_state_the_server_computed_commit_with_one_job_less_e
         return len(jobs(group))
 
     def warmed(tables: dict[str, int]) -> None:
-        snapshots = WarmStates(spark, project.delta_log().latest_version)
-        snapshots.ask_all(tables)
+        snapshots = WarmSnapshots(spark)
+        snapshots.after_refresh(tables)
         snapshots.wait()
-        snapshots.close()
 
     cold = refresh_after_an_insert()
     assert events in project.written_versions
@@ -185,35 +182,3 @@ def test_tables_whose_delta_state_the_server_computed_commit_with_one_job_less_e
     warmed(project.written_versions)
     both_warm = refresh_after_an_insert()
     assert (stage_warm, both_warm) == (cold - 1, cold - 2), (cold, stage_warm, both_warm)
-
-
-def test_a_refresh_has_the_state_of_each_table_it_writes_computed_ahead_of_its_commit(
-    spark, tmp_project: MakeProject, monkeypatch
-) -> None:
-    """While a stage computes its change, Delta's state of its table (which its MERGE needs)
-    is computed in a thread of its own, and with the first stage written, the event log's
-    (``storage.warm``): each at the version the refresh found, before its commit."""
-    project = open_project(spark, tmp_project, 100)
-    project.refresh()
-    made: list[WarmStates] = []
-    warm_states = Project._warm_states
-
-    def kept(self: Project, log) -> WarmStates | None:
-        made.append(warm_states(self, log))
-        return made[-1]
-
-    monkeypatch.setattr(Project, "_warm_states", kept)
-    log = project.delta_log()
-    [plan] = project.plans()
-    stage, events = plan.stages[-1].table, f"{project.database}.__ivm_refresh_log"
-    before = {table: log.latest_version(table) for table in (stage, events)}
-    project.sql("INSERT INTO events VALUES (1, 1)")
-    [report] = project.refresh()
-    assert report.action == "incremental"
-    assert made[-1].computed == before
-    assert {t: log.latest_version(t) for t in before} == {t: v + 1 for t, v in before.items()}
-
-    [unchanged] = project.refresh()  # nothing written: nothing computed ahead
-    assert unchanged.action == "unchanged" and made[-1].computed == {}
-    failures = compare_views(spark, project.database, [PER_KEY], "after the refreshes")
-    assert not failures, failures

@@ -52,10 +52,9 @@ from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.runtime import fixpoint, workers
 from ivm_sql.runtime.extremes import settled as settled_extremes
 from ivm_sql.runtime.log_events import UNCHANGED, Recorder, StageOutcome
-from ivm_sql.runtime.tally import GROUP, Cost, Tally
+from ivm_sql.runtime.tally import Cost, Tally
 from ivm_sql.sqlbuild import to_sql
 from ivm_sql.storage import concurrent, delta_log, history
-from ivm_sql.storage.warm import WarmStates
 
 
 @dataclass
@@ -188,15 +187,8 @@ class Refresher:
         project: str | None = None,
         workers: int = 1,
         recorder: Recorder | None = None,
-        warm: WarmStates | None = None,
-        warm_with_first_write: tuple[str, ...] = (),
     ):
         self.tally = Tally(spark)
-        # Delta's state of each table about to be written, computed while its change is
-        # (``storage.warm``); with the first, that of ``warm_with_first_write`` (the event log)
-        self.warm = warm
-        self._warm_later = list(warm_with_first_write)
-        self._caller_group: str | None = None  # the job group the refresh was called in
         self.recorder = recorder  # the refresh event log's events (None: not logged)
         self._spark = spark
         self._sessions = threading.local()  # a worker thread's own session (``runtime.workers``)
@@ -249,8 +241,6 @@ class Refresher:
                             lambda: self.log.latest_version(table), table
                         )
         self.cost = self.cost.weighing(stages_above(plans))
-        if self.warm is not None:
-            self._caller_group = self._spark.sparkContext.getLocalProperty(GROUP)
         strict = [plan for plan in plans if plan.policy is RefreshPolicy.INCREMENTAL_STRICT]
         for plan in strict:  # before anything is written
             with located(plan):
@@ -387,7 +377,6 @@ class Refresher:
         if decision is None:
             self._adopt(stage.table, state.latest, state.record)
             return UNCHANGED
-        self._warm_ahead(stage, state)
         rows_out, files = report.rows_out, {t: list(c) for t, c in report.files_read.items()}
         reason = self._execute(stage, fingerprint, state, decision, report, own_tables)
         action, described = self._describe(stage, state.exists, reason)
@@ -402,21 +391,6 @@ class Refresher:
             decision.choice.decided_by,
             decision.choice.prediction and decision.choice.prediction.seconds,
         )
-
-    def _warm_ahead(self, stage: Stage, state: StageState) -> None:
-        """Have Delta's state of the stage's table computed while the stage computes its
-        change (``storage.warm``), in this stage's job group; with the first stage written,
-        the event log's, in the caller's."""
-        if self.warm is None:
-            return
-        if state.exists:
-            group = self._spark.sparkContext.getLocalProperty(GROUP)
-            self.warm.ask(stage.table, state.latest, group)
-        with self._progress:
-            later, self._warm_later = self._warm_later, []
-        for table in later:
-            if self.log.exists(table):
-                self.warm.ask(table, self.log.latest_version(table), self._caller_group)
 
     def _state_of(self, stage: Stage) -> StageState:
         exists = self._run(lambda: self.log.exists(stage.table), stage.table)

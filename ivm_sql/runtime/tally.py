@@ -21,8 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from ivm_sql.storage.warm import GROUP  # the local property a job group is kept in
-
+GROUP = "spark.jobGroup.id"  # the local property a job group is kept in
 _refreshes = itertools.count()  # numbers the refreshes of this process, for unique group names
 
 
