@@ -307,8 +307,11 @@ class Project:
         clock = now or datetime.now(UTC)
         logging = self.config.history.log
         recorder = log_events.start(log, self.database, clock) if logging else None
+        # the refresh's own session, its event log append's too: the commit record and txn
+        # version are session settings, which a refresh in another thread must not touch
+        session = concurrent.own_session(self.spark)
         refresher = Refresher(
-            concurrent.own_session(self.spark),
+            session,
             full=full,
             cost=self._cost_model(recorder and recorder.summary),
             log=log,
@@ -322,10 +325,10 @@ class Project:
             reports = refresher.refresh(plans, on_view, on_stage)
         except IvmError as error:  # what ran before the error is logged, and the error
             if recorder is not None:
-                self._log_refresh(log, recorder, failed=error)
+                self._log_refresh(session, log, recorder, failed=error)
             raise
         if recorder is not None:
-            self._log_refresh(log, recorder)
+            self._log_refresh(session, log, recorder)
         self.written_versions = {
             stage.table: refresher.current[stage.table]
             for plan in plans
@@ -341,13 +344,17 @@ class Project:
         }
 
     def _log_refresh(
-        self, log: delta_log.DeltaLog, recorder: log_events.Recorder, failed: IvmError | None = None
+        self,
+        session,
+        log: delta_log.DeltaLog,
+        recorder: log_events.Recorder,
+        failed: IvmError | None = None,
     ) -> None:
         """The refresh's append to the event log. When the refresh failed, its own error is
         the one raised, and one from the log is added to its hint."""
         keep_days = self.config.history.keep_days
         try:
-            log_events.append(self.spark, log, self.database, recorder, keep_days)
+            log_events.append(session, log, self.database, recorder, keep_days)
         except IvmError as error:
             if failed is None:
                 raise
