@@ -22,6 +22,7 @@ from oracle import (
 
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import ViewReport
+from ivm_sql.storage import delta_log
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -105,3 +106,35 @@ def test_concurrent_refreshes_neither_lose_nor_double_a_change(
         print(f"  pair {pair}: {time.perf_counter() - started:.1f}s", flush=True)
     print(f"  actions over {PAIRS} pairs: {dict(seen)}")
     assert seen["incremental"] and seen["unchanged"]  # in some pairs one did the work, in some both
+
+
+def test_a_refresh_commits_its_event_log_append_in_its_own_session(
+    spark, tmp_project: MakeProject, monkeypatch
+) -> None:
+    """The commit record and txn version are session settings: a refresh that set them on the
+    session it shares with another refresh's thread would unset the other's mid-commit
+    (DELTA_INVALID_IDEMPOTENT_WRITES_OPTIONS, seen once in CI). Every commit of a refresh,
+    its event log append included, is made in the refresh's own session."""
+    root = tmp_project(
+        {
+            "migrations/0001_tables.sql": MIGRATION,
+            "views/views.sql": views_file(SPECS),
+            "ivm.yaml": INCREMENTAL_ONLY,
+        }
+    )
+    project = Project.open(root, spark=spark)
+    project.migrate()
+    for statement in RandomChanges(random.Random(3)).initial():
+        project.sql(statement)
+    sessions: list = []
+    commit_record = delta_log.commit_record
+
+    def noted(session, *args, **kwargs):
+        sessions.append(session)
+        return commit_record(session, *args, **kwargs)
+
+    monkeypatch.setattr(delta_log, "commit_record", noted)
+    project.refresh()
+    assert sessions, "the refresh committed nothing"
+    shared = [s for s in sessions if getattr(s, "_spark", s) is project.spark]
+    assert not shared, f"{len(shared)} of {len(sessions)} commits used the project's session"
