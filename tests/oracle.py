@@ -24,7 +24,7 @@ from pathlib import Path
 from unittest import mock
 
 from ivm_sql.config import HistorySettings, RefreshSettings
-from ivm_sql.physical import bounds, cost, execution, learned, materialize
+from ivm_sql.physical import bounds, cost, execution, learned, materialize, one_statement
 from ivm_sql.physical.cost import COST_REASON
 from ivm_sql.physical.recompute import RECOMPUTED_BELOW
 from ivm_sql.project import Project
@@ -67,8 +67,18 @@ def plain_dml_recomputed(reports, recomputes_all: dict[str, set[str]]) -> list:
 
 
 def chosen_by_cost(reason: str) -> bool:
-    """A recompute the cost model chose, or one that follows from it (a stage above it)."""
-    return reason.startswith(COST_REASON) or reason.endswith(RECOMPUTED_BELOW)
+    """A recompute the cost model chose, or one that follows from it: a stage above it, or a
+    view's table written in one statement whose stages below have caught up since."""
+    return (
+        reason.startswith(COST_REASON)
+        or reason.endswith(RECOMPUTED_BELOW)
+        or reason == one_statement.CAUGHT_UP
+    )
+
+
+def written_at_once(reports) -> set[str]:
+    """The views whose table a chosen recompute wrote in one statement."""
+    return {r.view for r in reports if one_statement.AT_ONCE in r.reason}
 
 
 MIGRATION = """
@@ -700,10 +710,10 @@ def check_round(project: Project, specs: list[ViewSpec], label: str, verify: boo
 
 
 @contextlib.contextmanager
-def guessing_history(enabled: bool) -> Iterator[None]:
+def guessing_history(enabled: bool, recomputes: bool = True) -> Iterator[None]:
     """Inside, when ``enabled``, every stage's history "predicts" its way, in turn a
-    recompute and an applied change: guesses that may be wrong, and must still give the
-    view's rows (``physical.learned``)."""
+    recompute and an applied change (``recomputes``; else always an applied change):
+    guesses that may be wrong, and must still give the view's rows (``physical.learned``)."""
     if not enabled:
         yield
         return
@@ -711,7 +721,7 @@ def guessing_history(enabled: bool) -> Iterator[None]:
 
     def guess(_costs, _changed_rows: int, *_how) -> learned.Prediction:
         # ``*_how``: what else ``learned.predict`` is told (explore, the stages above)
-        recompute = next(turns) % 2 == 0
+        recompute = recomputes and next(turns) % 2 == 0
         return learned.Prediction(2.0 if recompute else 0.5, 1.0, "the oracle's guess", 1)
 
     with mock.patch.object(cost, "predict", guess):
@@ -754,12 +764,15 @@ def run_oracle(
     everything on any change (shown as "recomputed" with that reason).
 
     The cost model is off (``recompute_above: never``) so that every incremental rule is
-    what runs and is checked. With ``cost_round``, two more rounds have it on: the first
+    what runs and is checked. With ``cost_round``, three more rounds have it on: the first
     with its analytic rules alone, as a user has it before any history: a stage whose change
     would scan what its recompute scans is recomputed, and the stages above it with it,
     among stages applied incrementally. The second with every stage's way chosen by a
     history that guesses (``guessing_history``): some stages recomputed, the others applied
-    without the analytic rules, whatever they cost.
+    without the analytic rules, whatever they cost; a recompute below a view's table writes
+    that table in one statement and leaves the stages between behind
+    (``physical.one_statement``). The third with every change applied: those stages catch
+    up over both rounds' changes, and their views' tables are recomputed from them.
 
     The tables are small, so ivm runs their stages interpreted; the first refresh and the
     even rounds treat every table as large instead (``as_large``: compiled, and join terms
@@ -786,7 +799,8 @@ def run_oracle(
     assert {r.action for r in reports} == {"created"}, [(r.view, r.strategy) for r in reports]
     check_round(project, specs, f"seed {seed}, initial load", verify=rounds == 0)
 
-    last = rounds + 2 if cost_round else rounds
+    last = rounds + 3 if cost_round else rounds
+    at_once: set[str] = set()  # views written in one statement by the guessing round
     for round_ in range(1, last + 1):
         statements = changes.round(table_rows(project), empty=EMPTIED.get(round_))
         for statement in statements:
@@ -799,7 +813,8 @@ def run_oracle(
                 history=HistorySettings(learn=learned),
             )
         refresh_started = time.perf_counter()
-        with as_large(round_ % 2 == 0), guessing_history(learned):
+        catching_up = round_ == rounds + 3
+        with as_large(round_ % 2 == 0), guessing_history(learned, recomputes=not catching_up):
             reports = project.refresh()
         mode = "large: compiled, pruned" if round_ % 2 == 0 else "small: interpreted"
         print(
@@ -817,9 +832,17 @@ def run_oracle(
             assert any(r.action == "recomputed" and chosen_by_cost(r.reason) for r in reports), (
                 f"{label}: the cost model recomputed nothing, so this round checked none of its recomputes"
             )
-        if learned:
+        if learned and not catching_up:
             assert any("the oracle's guess" in r.reason for r in reports), (
                 f"{label}: no stage's history chose its way, so this round checked none of its choices"
+            )
+            at_once = written_at_once(reports)
+            assert at_once, f"{label}: no view's table was written in one statement"
+        if catching_up:
+            caught_up = {r.view for r in reports if r.reason == one_statement.CAUGHT_UP}
+            assert caught_up and caught_up <= at_once, (
+                f"{label}: the views written at once before, {sorted(at_once)}, caught up "
+                f"{sorted(caught_up)}"
             )
         check_round(
             project,

@@ -15,8 +15,8 @@ from ivm_sql.catalog import Schema
 from ivm_sql.incremental import fixpoint
 from ivm_sql.incremental.stages import FixpointStage, Stage
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
-from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import cascade, layout
+from ivm_sql.incremental.versions import Pins, Versions
+from ivm_sql.physical import cascade, layout, one_statement
 from ivm_sql.physical.view_table import TableLayout
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.sqlbuild import (
@@ -74,6 +74,34 @@ class ViewPlan:
             stage, query, self.fingerprint(stage), self.layout if stage is self.stages[-1] else None
         )
 
+    def inlined_query(self, first: Stage, pins: Pins) -> exp.Select:
+        """The view's table's whole content with ``first`` and every stage between it and
+        the last read through their own queries (CTEs) instead of their tables: the view's
+        SELECT over what lies below ``first``, in one statement (``physical.one_statement``).
+        ``pins``: the versions of every other table those stages read."""
+        inlined = self.stages[self.stages.index(first) : -1]
+        names = {
+            stage.table: f"{INTERNAL_PREFIX}_inlined_{n}" for n, stage in enumerate(inlined, 1)
+        }
+        # the inlined tables' own versions are never read: placeholders, replaced below
+        pins = {**pins, **{t: Versions.symbolic(t) for t in names}}
+
+        def through_ctes(query: exp.Select) -> exp.Select:
+            for read in list(query.find_all(exp.Table)):
+                name = f"{read.db}.{read.name}" if read.db else read.name
+                if name in names:
+                    cte = table(names[name])
+                    cte.set("alias", read.args.get("alias"))
+                    read.replace(cte)
+            return query
+
+        query = through_ctes(self.stages[-1].initial_query(pins))
+        for stage in inlined:
+            query = query.with_(
+                ident(names[stage.table]), as_=through_ctes(stage.initial_query(pins)), copy=False
+            )
+        return query
+
     @property
     def base_tables(self) -> tuple[str, ...]:
         return tuple(
@@ -122,8 +150,11 @@ class ViewPlan:
 
 def stages_above(plans: Iterable[ViewPlan]) -> dict[str, cascade.Above]:
     """Per stage table of ``plans``, the stages of theirs its recompute forces to recompute
-    in the same refresh (``physical.cascade``)."""
-    return cascade.stages_above(
+    in the same refresh (``physical.cascade``). A chosen recompute below a view's table
+    writes that table in one statement and none of the stages between
+    (``physical.one_statement``): it forces what a recompute of the view's table forces."""
+    plans = list(plans)
+    above = cascade.stages_above(
         cascade.StageEdges(
             stage.table,
             tuple(stage.sources),
@@ -132,6 +163,13 @@ def stages_above(plans: Iterable[ViewPlan]) -> dict[str, cascade.Above]:
         for plan in plans
         for stage in plan.stages
     )
+    for plan in plans:
+        for stage in plan.stages[:-1]:
+            if one_statement.inlinable(plan.stages, stage):
+                above.pop(stage.table, None)
+                if plan.table in above:
+                    above[stage.table] = above[plan.table]
+    return above
 
 
 def rows_query(output: Scan) -> exp.Select:

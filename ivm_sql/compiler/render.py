@@ -7,13 +7,13 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from ivm_sql.compiler.plan import ViewPlan, symbolic_pins
+from ivm_sql.compiler.plan import ViewPlan, overwrite_table, symbolic_pins
 from ivm_sql.config import RefreshSettings
 from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot
 from ivm_sql.incremental.stages import FixpointStage, Stage
 from ivm_sql.incremental.temporal import CLOCK
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import bounds, changes, execution, layout, materialize
+from ivm_sql.physical import bounds, changes, execution, layout, materialize, one_statement
 from ivm_sql.physical import policy as policies
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.sqlbuild import (
@@ -81,8 +81,25 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
             )
         if stage.aggregate is not None and extremes.calls(stage.aggregate):
             lines += _rescan_lines(stage, symbolic)
+        if cost.recompute_above is not None and one_statement.inlinable(plan.stages, stage):
+            lines += _at_once_lines(plan, stage, symbolic)
     lines += ["", "-- what users query:", to_sql(plan.user_view()) + ";"]
     return "\n".join(lines) + "\n"
+
+
+def _at_once_lines(plan: ViewPlan, stage: Stage, symbolic: dict[str, Versions]) -> list[str]:
+    """What a recompute the cost model chooses for ``stage`` runs instead of recomputing it
+    and every stage above it (``physical.one_statement``)."""
+    first = plan.stages.index(stage)
+    behind = len(plan.stages) - 1 - first
+    query = plan.inlined_query(stage, {t: replace(v, old=None) for t, v in symbolic.items()})
+    kept = "this stage is" if behind == 1 else f"stages {first + 1}-{first + behind} are"
+    return [
+        "-- a recompute the cost model chooses here writes only the view's table, in one statement over what lies "
+        f"below this stage; {kept} read through their queries, not written, and catch up from their change data "
+        "feeds when the view next changes:",
+        to_sql(overwrite_table(plan.stages[-1], query)) + ";",
+    ]
 
 
 def _rescan_lines(stage: Stage, symbolic: dict[str, Versions]) -> list[str]:

@@ -11,6 +11,8 @@ user:
 - its definition: the table is new, holds no ivm record, or was built by another definition;
 - the user asked (``--full``), or the stage recomputes on every refresh (``Stage.every_refresh``);
 - a table it reads was recomputed in this refresh (so its change is not a delta);
+- it is a view's table written in one statement, and the stages it was written through have
+  since been caught up (``physical.one_statement``);
 - a source was dropped and created again (its versions restarted), its log lost the commits
   since the recorded version, or holds a commit the feed cannot describe (``storage.history``).
 
@@ -27,6 +29,7 @@ from typing import Protocol
 
 from ivm_sql.errors import RefreshError
 from ivm_sql.incremental.stages import Stage
+from ivm_sql.physical import one_statement
 from ivm_sql.physical import policy as policies
 from ivm_sql.physical.cost import COST_REASON
 from ivm_sql.refresh_policy import RefreshPolicy
@@ -130,6 +133,8 @@ class Recomputes:
         rebuilt = [t for t in stage.sources if t in self.recomputed]
         if rebuilt:
             return f"{rebuilt[0]}{RECOMPUTED_BELOW}"
+        if record.get(one_statement.INLINED):  # it reflects newer versions than they did
+            return one_statement.CAUGHT_UP
         missing = [t for t in stage.sources if t not in record.get("sources", {})]
         if missing:
             return f"no recorded version for {missing[0]}"
@@ -152,7 +157,11 @@ class Recomputes:
         cost model or the clock asked for, or one that follows such a recompute below it.
         Then the user's view over the table stands as it is (recreating a view in the
         catalog costs about 0.5 s); after any other recompute it is created again."""
-        if reason.startswith(COST_REASON) or (stage.every_refresh and reason == stage.node.reason):
+        if (
+            reason.startswith(COST_REASON)
+            or reason == one_statement.CAUGHT_UP
+            or (stage.every_refresh and reason == stage.node.reason)
+        ):
             return True
         return reason.endswith(RECOMPUTED_BELOW) and not any(
             t in self.reshaped for t in stage.sources

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ivm_sql.incremental.stages import Stage
+from ivm_sql.physical import one_statement
 from ivm_sql.runtime.tally import Cost
 from ivm_sql.storage import delta_log, refresh_log
 from ivm_sql.storage.refresh_log import OUTCOME_ERROR, OUTCOME_UNLOGGED, Event, Summary
@@ -131,7 +132,7 @@ class Recorder:
             made_by = commit.record.get("refresh")
             if (
                 made_by is None
-                or made_by in (last, self.refresh_id)
+                or made_by in (last, self.refresh_id, *self._logged_through(commit.record))
                 or (last is None and commit.timestamp <= self.summary.committed)
             ):
                 break
@@ -140,6 +141,12 @@ class Recorder:
             if (made_by, stage.table) not in self._told:  # a stage looked at again: once
                 self._told.add((made_by, stage.table))
                 self._add(_from_commits(made_by, view, stage, commits))
+
+    def _logged_through(self, record: dict) -> list[str | None]:
+        """The refreshes that logged a stage a view's table was written through in one
+        statement (``physical.one_statement``): such a write is logged as that stage's."""
+        inlined = record.get(one_statement.INLINED) or {}
+        return [costs.through for t in inlined if (costs := self.summary.stages.get(t)) is not None]
 
     def _add(self, event: Event) -> None:
         with self._lock:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,7 +35,7 @@ from ivm_sql.incremental import extremes
 from ivm_sql.incremental.stages import FixpointStage, RecomputeStage, Stage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import bounds, execution, layout, materialize
+from ivm_sql.physical import bounds, execution, layout, materialize, one_statement
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.cost import (
     ANALYTIC,
@@ -144,7 +144,8 @@ class StageRecord:
     """What a stage's commit records in its userMetadata (``storage.delta_log``): the table
     ids and versions of its sources it reflects, its plan's fingerprint, the base tables'
     versions below it, the time its filters were evaluated at, whose project it is, and
-    which refresh made it (``runtime.log_events``)."""
+    which refresh made it (``runtime.log_events``); for a view's table written in one
+    statement, the stage tables it was written through (``physical.one_statement``)."""
 
     ids: dict[str, str | None]
     plan: str
@@ -153,10 +154,14 @@ class StageRecord:
     now: int | None = None
     project: str | None = None
     refresh: str | None = None
+    # stage table -> fingerprint: the stages read through their queries (``one_statement``)
+    inlined: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         kept = {"ids": self.ids, "plan": self.plan, "sources": self.sources, "base": self.base}
         optional = {"now": self.now, "project": self.project, "refresh": self.refresh}
+        if self.inlined:
+            optional[one_statement.INLINED] = self.inlined
         return {**kept, **{k: v for k, v in optional.items() if v is not None}}
 
     def is_in(self, committed: dict) -> bool:
@@ -214,6 +219,8 @@ class Refresher:
         # of the change data feeds ``changes`` keeps
         self.key_values = bounds.KeyValues(self.tally.session(spark))
         self.plan_of: dict[str, ViewPlan] = {}  # stage table -> the plan of its view
+        # views' tables this refresh wrote in one statement (``physical.one_statement``)
+        self.written_at_once: set[str] = set()
         self._progress = threading.Lock()  # workers report the stages they begin one at a time
 
     @property
@@ -305,6 +312,8 @@ class Refresher:
                 or (report.action == "incremental" and not report.reason)
             ):
                 report.action, report.reason = action, reason
+            if plan.table in self.written_at_once:  # the stages above were read, not written
+                break
         if plan.table not in self.ahead and (
             any(stage.table in self.recomputes.reshaped for stage in plan.stages)
             or not self.log.in_catalog(plan.name)
@@ -386,7 +395,7 @@ class Refresher:
             decision.changed_rows,
             report.rows_out - rows_out,
             _files_opened(files, report.files_read),
-            self.current[stage.table],
+            self.current.get(stage.table),  # None: the view's table was written instead
             {t: self.current[t] for t in stage.sources},
             decision.choice.decided_by,
             decision.choice.prediction and decision.choice.prediction.seconds,
@@ -419,6 +428,8 @@ class Refresher:
             and all(recorded[t] == self.current[t] for t in stage.sources)
         ):
             return None
+        if self._waits_for_view(plan, stage, state):
+            return None
         decision = Decision(cost, reason)
         if reason is None:
             decision.pins = history.read_pins(self.log, recorded, self.current, stage.sources)
@@ -448,37 +459,49 @@ class Refresher:
         read or costs more than a recompute falls back to one. Returns the recompute's
         reason, None for an applied change."""
         reason = decision.reason
+        plan = self.plan_of[stage.table]
+        if self._at_once(plan, stage, reason):
+            return self._write_view_at_once(plan, stage, reason, report)
         change = None
         if reason is None:
             clock = clock_versions(state.record.get("now"), self.now)
             change = stage.change_query({**decision.pins, CLOCK: clock})
         else:
             with self.tally.phase("write"):  # part of the recompute (``_recompute``)
-                self._enable_change_feeds(stage)
+                self._enable_change_feeds(stage.sources)
             self.recomputes.note(stage, reason)
         record = self._record(stage, fingerprint)
         before = state.latest if state.exists else -1
         loaded = None  # rows a recompute wrote: a property change may follow it as the last commit
         # The compare-and-swap: this commit's txn version is one above the record's commit.
         txn_version = (state.record_version if state.record_version is not None else before) + 1
-        with delta_log.commit_record(self.spark, record.as_dict(), txn_version):
-            if reason is not None:
-                loaded = self._recompute(stage, state.exists, fingerprint)
-            else:
-                try:
-                    report.add_files_read(self._apply_change(stage, change, state.latest, decision))
-                except history.HistoryGone:  # nothing was committed: recompute instead
-                    reason = history.gone_reason(history.changed_ranges(decision.pins))
-                    self.recomputes.refuse_strict(self.plan_of[stage.table], reason, own_tables)
+        try:
+            with delta_log.commit_record(self.spark, record.as_dict(), txn_version):
+                if reason is not None:
                     loaded = self._recompute(stage, state.exists, fingerprint)
-                except CheaperToRecompute as cheaper:  # nor here: what the change reads decided
-                    reason = str(cheaper)
-                    loaded = self._recompute(stage, state.exists, fingerprint)
-            if self.log.latest_version(stage.table) == before:
-                # The change consolidated to nothing and Delta committed nothing: record the
-                # new versions anyway, or every later refresh would read them again.
-                with self.tally.phase("write"):
-                    self._run(lambda: delta_log.record_only(self.spark, stage.table), stage.table)
+                else:
+                    try:
+                        report.add_files_read(
+                            self._apply_change(stage, change, state.latest, decision)
+                        )
+                    except history.HistoryGone:  # nothing was committed: recompute instead
+                        reason = history.gone_reason(history.changed_ranges(decision.pins))
+                        self.recomputes.refuse_strict(plan, reason, own_tables)
+                        loaded = self._recompute(stage, state.exists, fingerprint)
+                    except CheaperToRecompute as cheaper:  # nor here: what the change reads decided
+                        reason = str(cheaper)
+                        if self._at_once(plan, stage, reason):
+                            raise  # out of this stage's commit: the view's table is written
+                        loaded = self._recompute(stage, state.exists, fingerprint)
+                if self.log.latest_version(stage.table) == before:
+                    # The change consolidated to nothing and Delta committed nothing: record the
+                    # new versions anyway, or every later refresh would read them again.
+                    with self.tally.phase("write"):
+                        self._run(
+                            lambda: delta_log.record_only(self.spark, stage.table), stage.table
+                        )
+        except CheaperToRecompute as cheaper:  # nothing of the stage was committed
+            return self._write_view_at_once(plan, stage, str(cheaper), report)
         last = self._landed(stage.table, before, record)
         self.current[stage.table] = last.version
         self.base_of[stage.table] = record.base
@@ -490,17 +513,12 @@ class Refresher:
 
     def _record(self, stage: Stage, fingerprint: str) -> StageRecord:
         """What the stage's commit records: the versions (and time) it will reflect."""
-        now = (
-            self.now
-            if stage.reads_clock
-            else max((self.now_of[t] for t in stage.sources if t in self.now_of), default=None)
-        )
         return StageRecord(
             ids={t: self.log.table_id(t) for t in stage.sources},
             plan=fingerprint,
             sources={t: self.current[t] for t in stage.sources},
-            base=self._base_versions(stage),
-            now=now,
+            base=self._base_versions(stage.sources),
+            now=self._now_for([stage], stage.sources),
             project=self.project,
             refresh=self.recorder.refresh_id if self.recorder is not None else None,
         )
@@ -526,13 +544,16 @@ class Refresher:
             return ("recomputed" if stage.recomputes_all else "incremental"), stage.strategy
         return "incremental", ""
 
-    def _recompute(self, stage: Stage, exists: bool, fingerprint: str) -> int:
-        """Load the stage's whole content at the pinned versions into its table; the rows
-        written. All of it is the stage's "write" phase: what a recompute costs when chosen
-        before any change is computed (``physical.learned`` learns it apart from a change
-        computed first and then given up)."""
+    def _recompute(
+        self, stage: Stage, exists: bool, fingerprint: str, initial: exp.Select | None = None
+    ) -> int:
+        """Load the stage's whole content at the pinned versions into its table (``initial``:
+        from that query instead of the stage's own); the rows written. All of it is the
+        stage's "write" phase: what a recompute costs when chosen before any change is
+        computed (``physical.learned`` learns it apart from a change computed first and then
+        given up)."""
         with self.tally.phase("write"):
-            initial = self._initial(stage)
+            initial = self._initial(stage) if initial is None else initial
             small = self.sizes.is_small(initial, recompute=True)
             with (
                 execution.for_small_data(self.spark, enabled=small),
@@ -557,15 +578,102 @@ class Refresher:
                 )
             return loaded
 
+    def _at_once(self, plan: ViewPlan, stage: Stage, reason: str | None) -> bool:
+        """Whether recomputing ``stage`` for ``reason`` writes the view's table in one
+        statement instead (``physical.one_statement``): not when a refresh that pinned newer
+        versions wrote the view's table first (this one then goes stage by stage, and finds
+        it there)."""
+        if not one_statement.writes_view_at_once(reason, plan.stages, stage):
+            return False
+        state = self._state_of(plan.stages[-1])
+        return not (state.exists and self._ahead(plan.stages[-1], state.record))
+
+    def _write_view_at_once(
+        self, plan: ViewPlan, first: Stage, reason: str, report: ViewReport
+    ) -> str:
+        """Write the view's table from its SELECT over what lies below ``first``, in one
+        compare-and-swap commit that records the tables that statement read and the stages
+        it read through their queries; those stages are left as they are, behind
+        (``physical.one_statement``). Returns the recompute's reason, as shown."""
+        top = plan.stages[-1]
+        written = plan.stages[plan.stages.index(first) :]
+        inlined = {stage.table: plan.fingerprint(stage) for stage in written[:-1]}
+        reads = tuple(dict.fromkeys(t for s in written for t in s.sources if t not in inlined))
+        with self.tally.phase("write"):
+            self._enable_change_feeds(reads)
+        pins = {t: Versions.at(None, self.current[t]) for t in reads}
+        query = plan.inlined_query(first, {**pins, CLOCK: clock_versions(None, self.now)})
+        fingerprint = plan.fingerprint(top)
+        record = StageRecord(
+            ids={t: self.log.table_id(t) for t in reads},
+            plan=fingerprint,
+            sources={t: self.current[t] for t in reads},
+            base=self._base_versions(reads),
+            now=self._now_for(written, reads),
+            project=self.project,
+            refresh=self.recorder.refresh_id if self.recorder is not None else None,
+            inlined=inlined,
+        )
+        state = self._state_of(top)
+        self.recomputes.note(top, reason)
+        before = state.latest if state.exists else -1
+        txn_version = (state.record_version if state.record_version is not None else before) + 1
+        with delta_log.commit_record(self.spark, record.as_dict(), txn_version):
+            loaded = self._recompute(top, state.exists, fingerprint, query)
+        last = self._landed(top.table, before, record)
+        self.current[top.table] = last.version
+        self.base_of[top.table] = record.base
+        self._keep_time(top.table, record.now)
+        report.rows_out += loaded
+        self.recomputes.recomputed.add(top.table)
+        self.written_at_once.add(top.table)
+        return f"{reason}; {one_statement.describe(len(inlined))}"
+
+    def _waits_for_view(self, plan: ViewPlan, stage: Stage, state: StageState) -> bool:
+        """Whether ``stage`` is the view's table, or a stage it was written through, by an
+        earlier refresh's one statement (``physical.one_statement``), and every table that
+        statement read is still at the version it recorded: the view is up to date, and the
+        stages behind it wait until it changes."""
+        top = plan.stages[-1]
+        if stage is top:
+            record = state.record
+        elif self.log.exists(top.table):
+            record = self.log.last_record(top.table)[1]
+            if stage.table not in record.get(one_statement.INLINED, ()):
+                return False
+        else:
+            return False
+        inlined = record.get(one_statement.INLINED) or {}
+        defined = {s.table: plan.fingerprint(s) for s in plan.stages}
+        if (
+            not inlined
+            or self.full
+            or record.get("plan") != defined[top.table]
+            or any(defined.get(t) != fingerprint for t, fingerprint in inlined.items())
+        ):
+            return False
+        clock = any(s.reads_clock for s in plan.stages if s is top or s.table in inlined)
+        if clock and record.get("now") != self.now:
+            return False
+        ids = record.get("ids", {})
+        return all(
+            self.current.get(t) == version and ids.get(t) == self.log.table_id(t)
+            for t, version in record.get("sources", {}).items()
+        )
+
     def _ahead(self, stage: Stage, record: dict) -> bool:
         """Whether a refresh that pinned newer versions committed to the stage (its record is
         past this refresh's pins, for the same tables) or below it first. That refresh brings
         this stage and every stage above it further than this one can, so they are its."""
         recorded, ids = record.get("sources", {}), record.get("ids", {})
+        # a view's table written in one statement records what that statement read instead
+        # of its own sources (``physical.one_statement``): those count too, as far as this
+        # refresh has pinned them
+        read = [t for t in dict.fromkeys((*stage.sources, *recorded)) if t in self.current]
         return any(
             t in self.ahead
             or (recorded.get(t, -1) > self.current[t] and ids.get(t) == self.log.table_id(t))
-            for t in stage.sources
+            for t in read
         )
 
     def _adopt(self, table: str, version: int, record: dict) -> None:
@@ -688,14 +796,21 @@ class Refresher:
         if now is not None:
             self.now_of[table] = now
 
-    def _base_versions(self, stage: Stage) -> dict[str, int]:
+    def _base_versions(self, sources: Iterable[str]) -> dict[str, int]:
         base: dict[str, int] = {}
-        for table in stage.sources:
+        for table in sources:
             base.update(self.base_of.get(table, {table: self.current[table]}))
         return base
 
-    def _enable_change_feeds(self, stage: Stage) -> None:
-        for table in stage.sources:
+    def _now_for(self, stages: Iterable[Stage], sources: Iterable[str]) -> int | None:
+        """The time a commit of ``stages`` over ``sources`` reflects: this refresh's if one
+        of them reads the clock, else the latest its sources reflect."""
+        if any(stage.reads_clock for stage in stages):
+            return self.now
+        return max((self.now_of[t] for t in sources if t in self.now_of), default=None)
+
+    def _enable_change_feeds(self, sources: Iterable[str]) -> None:
+        for table in sources:
             if (
                 table not in self.base_of and table not in self.feeds_on
             ):  # a base table, not one ivm writes

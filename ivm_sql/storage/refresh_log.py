@@ -8,7 +8,9 @@ Each append also carries, in its commit's userMetadata, a summary that the next 
 reads from the log's last commit without a Spark job: per stage table, the refresh that last
 logged it (so a refresh can tell a stage commit that was never logged: its refresh was
 killed between the commit and its append, and the next refresh logs it from the commit's
-own record), and the stage's recent costs.
+own record), the refresh that last wrote the stage's view's table through it in one
+statement (an event with no table version: it committed nothing to the stage's own table),
+and the stage's recent costs.
 
 Appends are a compare-and-swap, like a stage's commit (``storage.concurrent``): each is
 conditional on the log's version the summary was read at, so two refreshes that finish at
@@ -108,15 +110,21 @@ class StageCosts:
     """What the summary keeps of one stage: the refresh that last logged it, its recent
     incremental refreshes as (source rows changed, seconds), its recent recomputes' seconds,
     and its first load's seconds apart from them (``created``): a first load also creates
-    the table, often on a JVM still cold, so it says less of what a recompute costs."""
+    the table, often on a JVM still cold, so it says less of what a recompute costs.
+    ``through``: the refresh that last logged a recompute of it that wrote its view's table
+    in one statement instead of its own (an event with no table version)."""
 
     last: str = ""
     incremental: list[list[float]] = field(default_factory=list)
     full: list[float] = field(default_factory=list)
     created: float | None = None
+    through: str = ""
 
     def add(self, event: Event) -> None:
-        self.last = event.refresh_id
+        if event.outcome == OUTCOME_OK and event.table_version is None:
+            self.through = event.refresh_id
+        else:
+            self.last = event.refresh_id
         if event.outcome != OUTCOME_OK or event.seconds is None:
             return
         if event.action == "created":
@@ -126,6 +134,11 @@ class StageCosts:
         else:
             sample = [float(event.rows_in or 0), event.seconds]
             self.incremental = [*self.incremental, sample][-SAMPLES:]
+
+
+def _logged_by(costs: StageCosts) -> tuple[str, str]:
+    """The refreshes whose events for the stage the summary holds last."""
+    return costs.last, costs.through
 
 
 def _recompute_seconds(event: Event) -> float:
@@ -165,6 +178,7 @@ class Summary:
                 [list(map(float, s)) for s in costs.get("incremental", [])],
                 [float(s) for s in costs.get("full", [])],
                 None if costs.get("created") is None else float(costs["created"]),
+                str(costs.get("through", "")),
             )
             for name, costs in (record.get("stages") or {}).items()
         }
@@ -242,7 +256,7 @@ def _append_once(spark, log: delta_log.DeltaLog, batch: Batch) -> bool:
     own = [
         e
         for e in batch.events
-        if summary.stages.get(e.stage_table, StageCosts()).last != refresh_id
+        if refresh_id not in _logged_by(summary.stages.get(e.stage_table, StageCosts()))
     ]
     if not own:
         return True

@@ -1,0 +1,157 @@
+"""A chosen recompute below a view's table writes that table in one statement and leaves the
+stages between behind (``physical.one_statement``), on real Spark and Delta: the view equals
+its SELECT, a refresh with no change runs nothing, and the stages left behind catch up from
+their change data feeds when the view next changes."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from unittest import mock
+
+from jobs import job_group
+from oracle import ViewSpec
+from test_refresh import ORDERS, SEED, MakeProject, actions, assert_correct, open_project
+
+from ivm_sql.physical import one_statement
+from ivm_sql.physical.cost import COST_REASON, FORCED, HISTORY, Choice, CostModel
+from ivm_sql.project import Project
+
+# three stages: the total per customer, the total per country over it, the top two countries
+TOP_COUNTRIES = ViewSpec(
+    "top_countries",
+    """
+SELECT c.country, SUM(t.total_qty) AS q, COUNT(*) AS n
+FROM customers c
+JOIN (SELECT customer_id, SUM(qty) AS total_qty FROM orders GROUP BY customer_id) t ON t.customer_id = c.id
+GROUP BY c.country
+ORDER BY q DESC NULLS LAST, country
+LIMIT 2""",
+)
+# a view over it: recomputed whenever its table is
+ABOVE = ViewSpec(
+    "above",
+    "SELECT COUNT(*) AS countries, SUM(q) AS q FROM top_countries",
+    reads=("top_countries",),
+)
+SPECS = [TOP_COUNTRIES, ABOVE]
+# customers are set apart from ``test_refresh.CUSTOMERS`` by a country per id, so the top moves
+CUSTOMERS = "CREATE TABLE customers (id INT, country STRING) USING DELTA"
+COUNTRIES = "INSERT INTO customers VALUES (1, 'DE'), (2, 'FR'), (3, 'IT'), (4, NULL), (5, 'FR')"
+CHANGES = [
+    [
+        "INSERT INTO orders VALUES (6, 2, 9, 'new'), (7, 5, 4, 'new'), (8, NULL, 3, 'new')",
+        "UPDATE orders SET qty = qty + 10 WHERE id = 1",
+    ],
+    ["DELETE FROM orders WHERE customer_id = 2", "INSERT INTO orders VALUES (9, 3, 1, NULL)"],
+    ["UPDATE orders SET customer_id = 4 WHERE id = 5", "INSERT INTO orders VALUES (10, 1, 2, 'x')"],
+]
+
+
+@contextlib.contextmanager
+def recomputed_by_choice(table: str | None) -> Iterator[None]:
+    """Inside, the cost model chooses a recompute for the stage ``table`` and applies every
+    other stage's change (None: every stage's)."""
+
+    def choose(_model, stage: str, _changed, _count_rows) -> Choice:
+        if stage == table:
+            return Choice(f"{COST_REASON}: the test's choice", HISTORY)
+        return Choice(None, FORCED)
+
+    with mock.patch.object(CostModel, "choose", choose):
+        yield
+
+
+def latest_versions(project: Project) -> dict[str, int]:
+    """The latest Delta version of each stage table of ``top_countries``."""
+    (plan,) = project.plans(["top_countries"])
+    return {
+        stage.table.split(".")[-1]: project.sql(f"DESCRIBE HISTORY {stage.table} LIMIT 1").rows[0][
+            0
+        ]
+        for stage in plan.stages
+    }
+
+
+def test_a_chosen_recompute_writes_the_views_table_at_once_and_the_stages_between_catch_up(
+    spark, tmp_project: MakeProject
+) -> None:
+    project = open_project(
+        spark, tmp_project, SPECS, setup=[ORDERS, CUSTOMERS, SEED[0], COUNTRIES], config=""
+    )
+    (plan,) = project.plans(["top_countries"])
+    assert [s.kind for s in plan.stages] == ["aggregate", "aggregate", "recompute"]
+    lowest, between, top = (stage.table.split(".")[-1] for stage in plan.stages)
+    project.refresh()
+    assert_correct(project, SPECS, "first refresh")
+
+    # round 1: the lowest stage's recompute is chosen; only the view's table is written
+    before = latest_versions(project)
+    for statement in CHANGES[0]:
+        project.sql(statement)
+    with recomputed_by_choice(plan.stages[0].table):
+        done = actions(project.refresh())
+    after = latest_versions(project)
+    assert done["top_countries"][0] == "recomputed", done
+    assert done["top_countries"][1] == (
+        f"{COST_REASON}: the test's choice; {one_statement.describe(2)}"
+    ), done
+    assert done["above"][0] == "recomputed", done
+    assert (after[lowest], after[between]) == (before[lowest], before[between]), (before, after)
+    assert after[top] == before[top] + 1, (before, after)
+    assert_correct(project, SPECS, "round 1: written at once")
+
+    # nothing changed: the stages left behind wait, and nothing runs
+    with job_group(spark, "probe") as jobs_of:
+        reports = project.refresh()
+    assert {r.action for r in reports} == {"unchanged"}, actions(reports)
+    assert list(jobs_of("probe")) == [], "a refresh with nothing to do ran Spark jobs"
+    assert latest_versions(project) == after
+
+    # round 2: every change applied; the stages behind catch up over both rounds' changes,
+    # and the view's table is recomputed from the stage below it
+    for statement in CHANGES[1]:
+        project.sql(statement)
+    with recomputed_by_choice(None):
+        done = actions(project.refresh())
+    caught_up = latest_versions(project)
+    assert done["top_countries"] == ("recomputed", one_statement.CAUGHT_UP), done
+    assert caught_up[lowest] > after[lowest] and caught_up[between] > after[between], caught_up
+    assert_correct(project, SPECS, "round 2: caught up")
+
+    # round 3: incremental again, the view's table too
+    for statement in CHANGES[2]:
+        project.sql(statement)
+    with recomputed_by_choice(None):
+        done = actions(project.refresh())
+    assert done["top_countries"][0] == "recomputed", done  # its top-k recomputes on any change
+    assert one_statement.CAUGHT_UP not in done["top_countries"][1], done
+    assert_correct(project, SPECS, "round 3: incremental")
+
+
+def test_a_recompute_chosen_for_the_stage_between_reads_the_lowest_from_its_table(
+    spark, tmp_project: MakeProject
+) -> None:
+    """A recompute chosen for the middle stage inlines it alone: the lowest stage is applied
+    as usual and read as a table, and the middle one waits."""
+    project = open_project(
+        spark, tmp_project, SPECS, setup=[ORDERS, CUSTOMERS, SEED[0], COUNTRIES], config=""
+    )
+    (plan,) = project.plans(["top_countries"])
+    lowest, between, _ = (stage.table.split(".")[-1] for stage in plan.stages)
+    project.refresh()
+    before = latest_versions(project)
+    for statement in CHANGES[0]:
+        project.sql(statement)
+    with recomputed_by_choice(plan.stages[1].table):
+        done = actions(project.refresh())
+    after = latest_versions(project)
+    assert done["top_countries"][1].endswith(one_statement.describe(1)), done
+    assert after[lowest] == before[lowest] + 1 and after[between] == before[between], after
+    assert_correct(project, SPECS, "the middle stage inlined")
+    for statement in CHANGES[1]:
+        project.sql(statement)
+    with recomputed_by_choice(None):
+        done = actions(project.refresh())
+    assert done["top_countries"] == ("recomputed", one_statement.CAUGHT_UP), done
+    assert_correct(project, SPECS, "caught up")
