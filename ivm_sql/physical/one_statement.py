@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from ivm_sql.incremental.stages import FixpointStage, Stage
 from ivm_sql.physical.cost import COST_REASON, EXPLORE_REASON
+from ivm_sql.storage.refresh_log import AT_ONCE
 
 INLINED = "inlined"  # the record key: the stage tables a view's table was written through
 CAUGHT_UP = "its stages below caught up after a recompute in one statement"
@@ -48,9 +49,6 @@ def inlinable(stages: Sequence[Stage], first: Stage) -> bool:
     read through its query."""
     at = list(stages).index(first)
     return at < len(stages) - 1 and not any(isinstance(s, FixpointStage) for s in stages[at:])
-
-
-AT_ONCE = "the view's table written in one statement"
 
 
 def describe(behind: int) -> str:

@@ -9,8 +9,8 @@ reads from the log's last commit without a Spark job: per stage table, the refre
 logged it (so a refresh can tell a stage commit that was never logged: its refresh was
 killed between the commit and its append, and the next refresh logs it from the commit's
 own record), the refresh that last wrote the stage's view's table through it in one
-statement (an event with no table version: it committed nothing to the stage's own table),
-and the stage's recent costs.
+statement (``AT_ONCE`` in the event's reason: it committed nothing to the stage's own
+table), and the stage's recent costs.
 
 Appends are a compare-and-swap, like a stage's commit (``storage.concurrent``): each is
 conditional on the log's version the summary was read at, so two refreshes that finish at
@@ -34,6 +34,9 @@ from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, ident, table, to_sql
 from ivm_sql.storage import concurrent, delta_log
 
 NAME = f"{INTERNAL_PREFIX}_refresh_log"
+# in a recompute's reason: it wrote its view's table in one statement, not its own
+# (``physical.one_statement``)
+AT_ONCE = "the view's table written in one statement"
 
 # The columns, in order, with their Spark types.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -112,7 +115,7 @@ class StageCosts:
     and its first load's seconds apart from them (``created``): a first load also creates
     the table, often on a JVM still cold, so it says less of what a recompute costs.
     ``through``: the refresh that last logged a recompute of it that wrote its view's table
-    in one statement instead of its own (an event with no table version)."""
+    in one statement instead of its own (``AT_ONCE``)."""
 
     last: str = ""
     incremental: list[list[float]] = field(default_factory=list)
@@ -121,7 +124,7 @@ class StageCosts:
     through: str = ""
 
     def add(self, event: Event) -> None:
-        if event.outcome == OUTCOME_OK and event.table_version is None:
+        if event.outcome == OUTCOME_OK and AT_ONCE in (event.reason or ""):
             self.through = event.refresh_id
         else:
             self.last = event.refresh_id
