@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Iterator
 from unittest import mock
 
+import pytest
 from jobs import job_group
 from oracle import ViewSpec
 from test_refresh import ORDERS, SEED, MakeProject, actions, assert_correct, open_project
@@ -16,6 +17,8 @@ from test_refresh import ORDERS, SEED, MakeProject, actions, assert_correct, ope
 from ivm_sql.physical import one_statement
 from ivm_sql.physical.cost import COST_REASON, FORCED, HISTORY, Choice, CostModel
 from ivm_sql.project import Project
+from ivm_sql.runtime import log_events
+from ivm_sql.storage import refresh_log
 
 # three stages: the total per customer, the total per country over it, the top two countries
 TOP_COUNTRIES = ViewSpec(
@@ -62,6 +65,26 @@ def recomputed_by_choice(table: str | None) -> Iterator[None]:
         yield
 
 
+def opened(spark, tmp_project: MakeProject, config: str = "") -> Project:
+    """The project of ``SPECS``, the cost model on (its choices made by ``recomputed_by_choice``)."""
+    return open_project(
+        spark, tmp_project, SPECS, setup=[ORDERS, CUSTOMERS, SEED[0], COUNTRIES], config=config
+    )
+
+
+def changed_and_refreshed(
+    project: Project, changes: list[str], chosen: str | None
+) -> tuple[dict[str, tuple[str, str]], dict[str, int], dict[str, int]]:
+    """Apply ``changes`` and refresh, a recompute chosen for the stage ``chosen``: what each
+    view did, and the stage tables' versions before and after."""
+    before = latest_versions(project)
+    for statement in changes:
+        project.sql(statement)
+    with recomputed_by_choice(chosen):
+        done = actions(project.refresh())
+    return done, before, latest_versions(project)
+
+
 def latest_versions(project: Project) -> dict[str, int]:
     """The latest Delta version of each stage table of ``top_countries``."""
     (plan,) = project.plans(["top_countries"])
@@ -76,9 +99,7 @@ def latest_versions(project: Project) -> dict[str, int]:
 def test_a_chosen_recompute_writes_the_views_table_at_once_and_the_stages_between_catch_up(
     spark, tmp_project: MakeProject
 ) -> None:
-    project = open_project(
-        spark, tmp_project, SPECS, setup=[ORDERS, CUSTOMERS, SEED[0], COUNTRIES], config=""
-    )
+    project = opened(spark, tmp_project)
     (plan,) = project.plans(["top_countries"])
     assert [s.kind for s in plan.stages] == ["aggregate", "aggregate", "recompute"]
     lowest, between, top = (stage.table.split(".")[-1] for stage in plan.stages)
@@ -86,12 +107,7 @@ def test_a_chosen_recompute_writes_the_views_table_at_once_and_the_stages_betwee
     assert_correct(project, SPECS, "first refresh")
 
     # round 1: the lowest stage's recompute is chosen; only the view's table is written
-    before = latest_versions(project)
-    for statement in CHANGES[0]:
-        project.sql(statement)
-    with recomputed_by_choice(plan.stages[0].table):
-        done = actions(project.refresh())
-    after = latest_versions(project)
+    done, before, after = changed_and_refreshed(project, CHANGES[0], plan.stages[0].table)
     assert done["top_countries"][0] == "recomputed", done
     assert done["top_countries"][1] == (
         f"{COST_REASON}: the test's choice; {one_statement.describe(2)}"
@@ -110,20 +126,13 @@ def test_a_chosen_recompute_writes_the_views_table_at_once_and_the_stages_betwee
 
     # round 2: every change applied; the stages behind catch up over both rounds' changes,
     # and the view's table is recomputed from the stage below it
-    for statement in CHANGES[1]:
-        project.sql(statement)
-    with recomputed_by_choice(None):
-        done = actions(project.refresh())
-    caught_up = latest_versions(project)
+    done, _, caught_up = changed_and_refreshed(project, CHANGES[1], None)
     assert done["top_countries"] == ("recomputed", one_statement.CAUGHT_UP), done
     assert caught_up[lowest] > after[lowest] and caught_up[between] > after[between], caught_up
     assert_correct(project, SPECS, "round 2: caught up")
 
     # round 3: incremental again, the view's table too
-    for statement in CHANGES[2]:
-        project.sql(statement)
-    with recomputed_by_choice(None):
-        done = actions(project.refresh())
+    done, _, _ = changed_and_refreshed(project, CHANGES[2], None)
     assert done["top_countries"][0] == "recomputed", done  # its top-k recomputes on any change
     assert one_statement.CAUGHT_UP not in done["top_countries"][1], done
     assert_correct(project, SPECS, "round 3: incremental")
@@ -134,24 +143,56 @@ def test_a_recompute_chosen_for_the_stage_between_reads_the_lowest_from_its_tabl
 ) -> None:
     """A recompute chosen for the middle stage inlines it alone: the lowest stage is applied
     as usual and read as a table, and the middle one waits."""
-    project = open_project(
-        spark, tmp_project, SPECS, setup=[ORDERS, CUSTOMERS, SEED[0], COUNTRIES], config=""
-    )
+    project = opened(spark, tmp_project)
     (plan,) = project.plans(["top_countries"])
     lowest, between, _ = (stage.table.split(".")[-1] for stage in plan.stages)
     project.refresh()
-    before = latest_versions(project)
-    for statement in CHANGES[0]:
-        project.sql(statement)
-    with recomputed_by_choice(plan.stages[1].table):
-        done = actions(project.refresh())
-    after = latest_versions(project)
+    done, before, after = changed_and_refreshed(project, CHANGES[0], plan.stages[1].table)
     assert done["top_countries"][1].endswith(one_statement.describe(1)), done
     assert after[lowest] == before[lowest] + 1 and after[between] == before[between], after
     assert_correct(project, SPECS, "the middle stage inlined")
-    for statement in CHANGES[1]:
-        project.sql(statement)
-    with recomputed_by_choice(None):
-        done = actions(project.refresh())
+    done, _, _ = changed_and_refreshed(project, CHANGES[1], None)
     assert done["top_countries"] == ("recomputed", one_statement.CAUGHT_UP), done
     assert_correct(project, SPECS, "caught up")
+
+
+def test_a_refresh_killed_after_writing_the_view_at_once_loses_and_doubles_nothing(
+    spark, tmp_project: MakeProject
+) -> None:
+    """The process dies right after the view's table was written in one statement, before
+    anything else: the next refresh finds the view written (and logs that commit as one the
+    killed refresh never logged), brings the view above it up to date, and a refresh after
+    that runs nothing and logs nothing."""
+    project = opened(spark, tmp_project, "refresh: {workers: 1}\n")  # dies in this thread
+    (plan,) = project.plans(["top_countries"])
+    project.refresh()
+    for statement in CHANGES[0]:
+        project.sql(statement)
+
+    def killed(_recorder, view, _stage, _outcome, _cost):
+        if view.endswith("top_countries"):
+            raise KeyboardInterrupt
+
+    with (
+        recomputed_by_choice(plan.stages[0].table),
+        mock.patch.object(log_events.Recorder, "ran", killed),
+        pytest.raises(KeyboardInterrupt),
+    ):
+        project.refresh()
+    written = latest_versions(project)
+    with recomputed_by_choice(None):
+        done = actions(project.refresh())
+    # the view above reads the view's table's change data feed since the version it recorded
+    assert done["top_countries"] == ("unchanged", "") and done["above"][0] != "unchanged", done
+    assert latest_versions(project) == written
+    assert_correct(project, SPECS, "after the killed refresh")
+    log = refresh_log.table_in(project.database)
+    unlogged = project.sql(
+        f"SELECT stage_table, action FROM {log} WHERE outcome = '{refresh_log.OUTCOME_UNLOGGED}'"
+    ).rows
+    assert [tuple(row) for row in unlogged] == [(plan.table, "recomputed")], unlogged
+    version = project.delta_log().latest_version(log)
+    with job_group(spark, "probe") as jobs_of:
+        assert {r.action for r in project.refresh()} == {"unchanged"}
+    assert list(jobs_of("probe")) == [], "a refresh with nothing to do ran Spark jobs"
+    assert project.delta_log().latest_version(log) == version
