@@ -1,12 +1,17 @@
 """What a stage's recompute forces above it (``physical.cascade``), and how the cost model
-weighs it (``CostModel.choose``). No Spark: the stages are edges, the history the summary
-the refresh log keeps."""
+weighs it (``CostModel.choose``). No Spark: the stages are edges (or plans compiled against a
+``StaticCatalog``), the history the summary the refresh log keeps."""
 
 from __future__ import annotations
 
+from ivm_sql.catalog import StaticCatalog
+from ivm_sql.compiler.order import compile_views
+from ivm_sql.compiler.plan import stages_above as plan_stages_above
+from ivm_sql.locate import Location
 from ivm_sql.physical.cascade import Above, StageEdges, stages_above
 from ivm_sql.physical.cost import COST_REASON, FORCED, HISTORY, CostModel
 from ivm_sql.storage.refresh_log import StageCosts
+from ivm_sql.viewdefs import parse_view
 
 LINES = "shop.__ivm_order_lines"
 BY_DAY = "shop.__ivm_by_day"
@@ -99,3 +104,24 @@ def test_compile_says_what_a_recompute_forces_above() -> None:
         "and a recompute here would make it fail"
     )
     assert CostModel(None).weighing(stages_above(STAGES)).describe_above(LINES) is None
+
+
+def test_a_recompute_below_a_views_table_forces_only_what_the_views_table_forces() -> None:
+    """A chosen recompute below a view's table writes that table in one statement and none of
+    the stages between (``physical.one_statement``): it forces the views above, not them."""
+    catalog = StaticCatalog({"db.orders": [("id", "int"), ("customer", "int"), ("qty", "int")]})
+    views = [
+        parse_view(sql, Location("v.sql", n))
+        for n, sql in enumerate(
+            [
+                "CREATE VIEW per_total AS SELECT total, COUNT(*) AS n FROM "
+                "(SELECT customer, SUM(qty) AS total FROM orders GROUP BY customer) t GROUP BY total;",
+                "CREATE VIEW busiest AS SELECT MAX(n) AS n FROM per_total;",
+            ],
+            1,
+        )
+    ]
+    per_total, busiest = compile_views(views, catalog, "db")
+    lowest, top = (stage.table for stage in per_total.stages)
+    above = plan_stages_above([per_total, busiest])
+    assert above[lowest] == above[top] == Above((busiest.table,))

@@ -14,11 +14,16 @@ from jobs import job_group
 from oracle import ViewSpec
 from test_refresh import ORDERS, SEED, MakeProject, actions, assert_correct, open_project
 
+from ivm_sql.catalog import StaticCatalog
+from ivm_sql.compiler.order import compile_views
+from ivm_sql.compiler.render import render
+from ivm_sql.locate import Location
 from ivm_sql.physical import one_statement
 from ivm_sql.physical.cost import COST_REASON, FORCED, HISTORY, Choice, CostModel
 from ivm_sql.project import Project
 from ivm_sql.runtime import log_events
 from ivm_sql.storage import refresh_log
+from ivm_sql.viewdefs import parse_view
 
 # three stages: the total per customer, the total per country over it, the top two countries
 TOP_COUNTRIES = ViewSpec(
@@ -196,3 +201,25 @@ def test_a_refresh_killed_after_writing_the_view_at_once_loses_and_doubles_nothi
         assert {r.action for r in project.refresh()} == {"unchanged"}
     assert list(jobs_of("probe")) == [], "a refresh with nothing to do ran Spark jobs"
     assert project.delta_log().latest_version(log) == version
+
+
+def test_compile_shows_the_statement_a_chosen_recompute_runs() -> None:
+    """Under each stage below the view's table, `ivm compile` prints the one statement a
+    recompute chosen there runs; with the cost model off (INCREMENTAL) there is none."""
+    catalog = StaticCatalog(
+        {
+            "db.orders": [("id", "int"), ("customer_id", "int"), ("qty", "int")],
+            "db.customers": [("id", "int"), ("country", "string")],
+        }
+    )
+    (plan,) = compile_views(
+        [parse_view(TOP_COUNTRIES.create_statement(), Location("v.sql", 1))], catalog, "db"
+    )
+    text = render(plan)
+    headers = text.count("-- a recompute the cost model chooses here writes only the view's table")
+    assert headers == 2, text
+    assert "stages 1-2 are read through their queries" in text
+    assert "this stage is read through its query" in text  # the stage just below the view's
+    assert f"INSERT OVERWRITE TABLE `db`.`{plan.table.split('.')[-1]}`" in text
+    assert "WITH `__ivm_inlined_1` AS" in text and "`__ivm_inlined_2`" in text
+    assert "chooses here" not in render(plan, CostModel(None))

@@ -93,11 +93,14 @@ def _at_once_lines(plan: ViewPlan, stage: Stage, symbolic: dict[str, Versions]) 
     first = plan.stages.index(stage)
     behind = len(plan.stages) - 1 - first
     query = plan.inlined_query(stage, {t: replace(v, old=None) for t, v in symbolic.items()})
-    kept = "this stage is" if behind == 1 else f"stages {first + 1}-{first + behind} are"
+    kept = (
+        "this stage is read through its query, not written, and catches up"
+        if behind == 1
+        else f"stages {first + 1}-{first + behind} are read through their queries, not written, and catch up"
+    )
     return [
         "-- a recompute the cost model chooses here writes only the view's table, in one statement over what lies "
-        f"below this stage; {kept} read through their queries, not written, and catch up from their change data "
-        "feeds when the view next changes:",
+        f"below this stage; {kept} from the change data feeds when the view next changes:",
         to_sql(overwrite_table(plan.stages[-1], query)) + ";",
     ]
 
