@@ -598,9 +598,10 @@ class Refresher:
         top = plan.stages[-1]
         written = plan.stages[plan.stages.index(first) :]
         inlined = {stage.table: plan.fingerprint(stage) for stage in written[:-1]}
+        # Every table read here was read before, by the stages' last refreshes: their change
+        # data feeds are on, and one turned off since is a commit the feed cannot describe,
+        # which forces a recompute of every stage instead (``physical.recompute``).
         reads = tuple(dict.fromkeys(t for s in written for t in s.sources if t not in inlined))
-        with self.tally.phase("write"):
-            self._enable_change_feeds(reads)
         pins = {t: Versions.at(None, self.current[t]) for t in reads}
         query = plan.inlined_query(first, {**pins, CLOCK: clock_versions(None, self.now)})
         fingerprint = plan.fingerprint(top)
