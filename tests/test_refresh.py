@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from jobs import job_group
@@ -14,6 +15,7 @@ from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 from ivm_sql.compiler.routing import EVERY_REFRESH_REASON
 from ivm_sql.errors import IvmError, SqlError
 from ivm_sql.physical import bounds
+from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import Refresher, ViewReport
 
@@ -387,12 +389,17 @@ def test_change_to_both_sides_of_a_join_is_recomputed_when_that_scans_no_more(
         project.refresh()
         project.sql("INSERT INTO orders VALUES (6, 2, 5, 'new')")
         project.sql("UPDATE customers SET country = 'NL' WHERE id = 3")
-        reports = actions(project.refresh())
+        with feeds_read() as kept:
+            reports = actions(project.refresh())
         assert [action for action, _ in reports.values()] == [both, both], reports
         if both == "recomputed":
+            # no input is large enough to bound: the rule weighs the whole reads, exactly,
+            # before a row of the change is read
             assert reports["lines"][1].startswith("cheaper than incremental: its change reads "), (
                 reports
             )
+            assert "at least" not in reports["lines"][1], reports
+            assert kept.call_count == 0, "the change was read before the scans rule chose"
             assert reports["by_country"][1].endswith("__ivm_lines was recomputed"), reports
             history = project.sql(
                 f"DESCRIBE HISTORY {project.plans(['lines'])[0].table} LIMIT 1"
@@ -433,6 +440,48 @@ def test_a_change_to_both_sides_bounded_to_few_files_is_applied(
     assert all(total >= 10 for _, total in report.files_read.values()), report.files_read
     assert report.bounded_reads.startswith("read 1 of "), report.bounded_reads
     assert_correct(project, [LINES], "")
+
+
+def feeds_read():
+    """Counts (without changing them) the refresh's reads of change data feeds
+    (``SourceChanges.rewrite``, which every change query passes through before it runs)."""
+    return mock.patch.object(
+        SourceChanges, "rewrite", autospec=True, side_effect=SourceChanges.rewrite
+    )
+
+
+def test_a_change_that_reads_what_a_recompute_reads_whatever_its_keys_is_never_read(
+    spark, tmp_project: MakeProject, monkeypatch
+) -> None:
+    """The scans rule decides before any of the change is computed when the reads no key of
+    the change can bound already weigh what a recompute reads: a change to both orders and
+    customers makes the two terms that do not read customers' change read customers whole
+    as ``r`` (a non-equi join bounds nothing), and with the third read of orders or
+    customers that is at least the recompute's orders and two customers, so no change data
+    feed is read and the reason says "at least". A change to orders alone reads customers
+    twice, bounded once: less than the recompute, so its keys are fetched and it is applied."""
+    monkeypatch.setattr(bounds, "BOUNDED_FROM_BYTES", 0)  # every input counts as large
+    pairs = ViewSpec(
+        "pairs",
+        "SELECT o.id, c.country, r.id AS later FROM orders o "
+        "JOIN customers c ON o.customer_id = c.id JOIN customers r ON r.id > c.id",
+    )
+    project = open_project(spark, tmp_project, [pairs], config="")
+    project.refresh()
+    project.sql("INSERT INTO orders VALUES (6, 2, 5, 'new')")
+    project.sql("UPDATE customers SET country = 'NL' WHERE id = 3")
+    with feeds_read() as kept:
+        ((action, reason),) = actions(project.refresh()).values()
+    assert action == "recomputed", reason
+    assert reason.startswith("cheaper than incremental: its change reads at least "), reason
+    assert kept.call_count == 0, "the change was read before the scans rule chose"
+    assert_correct(project, [pairs], "both sides")
+    project.sql("INSERT INTO orders VALUES (7, 1, 1, 'new')")
+    with feeds_read() as kept:
+        ((action, reason),) = actions(project.refresh()).values()
+    assert (action, reason) == ("incremental", ""), reason
+    assert kept.call_count > 0
+    assert_correct(project, [pairs], "orders alone")
 
 
 def test_change_that_consolidates_to_nothing_skips_the_merge(

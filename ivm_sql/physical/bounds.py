@@ -152,10 +152,9 @@ def bounded(
     by_change: dict[
         str, list[Bound]
     ] = {}  # the change's SQL: a touched-keys recompute uses it twice
-    for bound in bounds(query):
-        if _is_large(_sources(bound.term)[bound.table_alias], table_bytes):
-            change = _sources(bound.term)[bound.change_alias]
-            by_change.setdefault(to_sql(change, pretty=False), []).append(bound)
+    for bound in _large_bounds(query, table_bytes):
+        change = _sources(bound.term)[bound.change_alias]
+        by_change.setdefault(to_sql(change, pretty=False), []).append(bound)
     for group in by_change.values():
         known = values.of(
             _sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group})
@@ -172,15 +171,40 @@ def bounded(
                     exp.paren(predicate), exp.Is(this=target.copy(), expression=exp.Null())
                 )
             else:  # (a NULL's file cannot be told by its least and greatest value: counted whole)
-                reads += [
-                    BoundRead(table, column, tuple(ranges))
-                    for table, column in _origins(
-                        _sources(bound.term)[bound.table_alias], bound.column
-                    )
-                    if not is_change_read(table)
-                ]
+                reads += _reads_of(bound, tuple(ranges))
             bound.term.where(predicate, append=True, copy=False)
     return query, reads
+
+
+def least_reads(
+    query: exp.Query, table_bytes: Callable[[str, int | None], int | None]
+) -> list[BoundRead]:
+    """The reads ``bounded`` may narrow in ``query``, each bounded to no key at all: the
+    least any change's keys can leave of them (the files without statistics), known before
+    a row of the change is read. What the cost model weighs a change by before its keys are
+    fetched (``physical.cost``): if the change reads as much as a recompute even so, the keys
+    cannot change the choice."""
+    return [read for bound in _large_bounds(query, table_bytes) for read in _reads_of(bound, ())]
+
+
+def _large_bounds(
+    query: exp.Query, table_bytes: Callable[[str, int | None], int | None]
+) -> list[Bound]:
+    """The ``bounds`` of ``query`` whose input is large enough to be bounded."""
+    return [
+        bound
+        for bound in bounds(query)
+        if _is_large(_sources(bound.term)[bound.table_alias], table_bytes)
+    ]
+
+
+def _reads_of(bound: Bound, ranges: tuple[tuple, ...]) -> list[BoundRead]:
+    """The Delta table reads ``bound`` narrows to ``ranges`` of its column."""
+    return [
+        BoundRead(table, column, ranges)
+        for table, column in _origins(_sources(bound.term)[bound.table_alias], bound.column)
+        if not is_change_read(table)
+    ]
 
 
 class KeyValues:

@@ -14,7 +14,10 @@ refresh says which one fired:
   incremental way's extra statements break a tie). An input a join term reads bounded by
   the change's keys (``physical.bounds``) counts only the files whose statistics overlap
   them; any other, whole. A change to both sides of a join with scattered keys does this:
-  each side's term reads the other side in full.
+  each side's term reads the other side in full. The rule is weighed twice: before any of
+  the change is read, each bounded input counted as its files without statistics (the least
+  any keys leave: ``bounds.least_reads``), so that a change whose unbounded reads alone
+  outweigh a recompute is never computed; then, if that did not decide, with the keys known.
 
 Sizes come from Delta's checksum files (no Spark job); an unknown size decides nothing.
 
@@ -147,15 +150,21 @@ class CostModel:
             f"of the {rows:,} rows it reads (recompute_above: {self.recompute_above:g})"
         )
 
-    def scan_reason(self, change_bytes: int | None, recompute_bytes: int | None) -> str | None:
+    def scan_reason(
+        self, change_bytes: int | None, recompute_bytes: int | None, least: bool = False
+    ) -> str | None:
         """The scans rule: the bytes of Delta tables the change query and the recompute read
-        (``scanned_bytes``: each scan counted, repeats too; None: a size is unknown)."""
+        (``scanned_bytes``: each scan counted, repeats too; None: a size is unknown).
+        ``least``: ``change_bytes`` is the least the change can read, weighed before its keys
+        are known (``bounds.least_reads``), so the rule decides before any of the change is
+        computed; the keys could only add to it."""
         if self.recompute_above is None or change_bytes is None or recompute_bytes is None:
             return None
         if recompute_bytes == 0 or change_bytes < recompute_bytes:
             return None
+        reads = "reads at least" if least else "reads"
         return (
-            f"{COST_REASON}: its change reads {_size(change_bytes)} of tables, "
+            f"{COST_REASON}: its change {reads} {_size(change_bytes)} of tables, "
             f"a recompute {_size(recompute_bytes)}"
         )
 

@@ -137,6 +137,7 @@ class Decision:
     pins: Pins = field(default_factory=dict)
     changed_rows: int = 0
     choice: Choice = Choice(None, FORCED)  # how the cost model chose (``physical.cost``)
+    change: exp.Query | None = None  # the change query, when the change is applied
 
 
 @dataclass(frozen=True)
@@ -441,7 +442,11 @@ class Refresher:
             decision.choice = cost.choose(
                 stage.table, changed, lambda table: self.sizes.rows(table, self.current[table])
             )
-            decision.reason = decision.choice.reason
+            clock = clock_versions(state.record.get("now"), self.now)
+            decision.change = stage.change_query({**decision.pins, CLOCK: clock})
+            decision.reason = decision.choice.reason or self._least_scans_reason(
+                stage, state, decision
+            )
         self.recomputes.refuse_strict(plan, decision.reason, own_tables)
         return decision
 
@@ -462,11 +467,7 @@ class Refresher:
         plan = self.plan_of[stage.table]
         if self._at_once(plan, stage, reason):
             return self._write_view_at_once(plan, stage, reason, report)
-        change = None
-        if reason is None:
-            clock = clock_versions(state.record.get("now"), self.now)
-            change = stage.change_query({**decision.pins, CLOCK: clock})
-        else:
+        if reason is not None:
             with self.tally.phase("write"):  # part of the recompute (``_recompute``)
                 self._enable_change_feeds(stage.sources)
             self.recomputes.note(stage, reason)
@@ -481,9 +482,7 @@ class Refresher:
                     loaded = self._recompute(stage, state.exists, fingerprint)
                 else:
                     try:
-                        report.add_files_read(
-                            self._apply_change(stage, change, state.latest, decision)
-                        )
+                        report.add_files_read(self._apply_change(stage, state.latest, decision))
                     except history.HistoryGone:  # nothing was committed: recompute instead
                         reason = history.gone_reason(history.changed_ranges(decision.pins))
                         self.recomputes.refuse_strict(plan, reason, own_tables)
@@ -695,28 +694,47 @@ class Refresher:
                 return commit
         raise concurrent.Overtaken(table)
 
+    def _least_scans_reason(
+        self, stage: Stage, state: StageState, decision: Decision
+    ) -> str | None:
+        """The scans rule before any of the change is computed (where the analytic rules
+        decide): a recompute, when the change reads at least what a recompute reads whatever
+        its keys bound (``bounds.least_reads``). Else None, and the rule weighs the change
+        again once its keys are known (``_apply_change``)."""
+        if decision.choice.decided_by != ANALYTIC or decision.change is None:
+            return None
+        narrowed = bounds.least_reads(decision.change, self._own_version_sizes(state.latest))
+        return decision.cost.scan_reason(
+            self.sizes.scanned_bytes(decision.change, narrowed),
+            self.sizes.scanned_bytes(self._initial(stage)),
+            least=bool(narrowed),
+        )
+
+    def _own_version_sizes(self, own_version: int) -> Callable[[str, int | None], int | None]:
+        """A table version's bytes, version None being the stage's own table as it stands
+        (the one table a change reads so: its stored rows) at ``own_version``."""
+        return lambda table, version: self.sizes.bytes(
+            table, own_version if version is None else version
+        )
+
     def _apply_change(
-        self,
-        stage: Stage,
-        change: exp.Query | None,
-        own_version: int,
-        decision: Decision,
+        self, stage: Stage, own_version: int, decision: Decision
     ) -> dict[str, tuple[int, int]]:
-        """One MERGE of the stage's change (``change_query``; None: no source changed),
+        """One MERGE of the stage's change (``decision.change``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
         version, which the MERGE reads. Join terms and touched-keys recomputes read large
         inputs bounded by the change's keys (``physical.bounds``). Raises ``HistoryGone``
         when a file of a source's change data feed is missing (VACUUM removed it), and
         ``CheaperToRecompute`` when the cost model's scans rule, with the bounds known, finds
         a recompute cheaper (where the analytic rules decide). Returns the files the bounds opened (``bounds.files_read``)."""
-        if change is None:
+        if decision.change is None:
             return {}
         try:
-            # the one table a change reads as it stands is the stage's own (its stored rows)
-            def sizes(table, version):
-                return self.sizes.bytes(table, own_version if version is None else version)
-
-            change, bounded = bounds.bounded(self.key_values, self.changes.rewrite(change), sizes)
+            change, bounded = bounds.bounded(
+                self.key_values,
+                self.changes.rewrite(decision.change),
+                self._own_version_sizes(own_version),
+            )
             if decision.choice.decided_by == ANALYTIC:
                 cheaper = decision.cost.scan_reason(
                     self.sizes.scanned_bytes(change, bounded),
