@@ -51,10 +51,11 @@ from pyspark.errors import PySparkException
 from ivm_sql import cli, wire
 from ivm_sql.config import Config
 from ivm_sql.errors import IvmError
+from ivm_sql.physical import checkpoints
 from ivm_sql.project import Project
 from ivm_sql.server_record import HOST_ADDRESS, TOKEN_VARIABLE, socket_path
 from ivm_sql.session import embedded_session, hosted, quiet_query_logs
-from ivm_sql.storage.delta_log import compute_state
+from ivm_sql.storage.delta_log import DeltaLog, compute_state
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 DRAIN_SECONDS = 10.0  # how long a stopping server waits for its interrupted commands to end
@@ -152,12 +153,14 @@ class WarmSnapshots:
     output, and the next refresh's commits find it done. A refresh that comes first computes
     it itself (Delta computes a snapshot's state once, whoever asks), and a state not computed
     here for any reason is computed by the commit that needs it: nothing here is needed for a
-    right result."""
+    right result. The same thread writes the tables' Delta checkpoints that are due
+    (``physical.checkpoints``), so that no refresh's commit waits for one."""
 
     def __init__(self, spark):
         self._spark = spark
         self._waiting: queue.Queue[tuple[str, int]] = queue.Queue()
         self._computed: dict[str, int] = {}  # table -> the version whose state was computed
+        self._log = DeltaLog(spark)  # this thread's own: what it caches is not a command's
         threading.Thread(target=self._compute, name=WARM_TAG, daemon=True).start()
 
     def after_refresh(self, written_versions: dict[str, int]) -> None:
@@ -175,6 +178,7 @@ class WarmSnapshots:
             table, version = self._waiting.get()
             try:
                 if self._computed.get(table) != version:
+                    checkpoints.write_due(self._log, {table: version})
                     compute_state(self._spark, table)
                     self._computed[table] = version
             except (PySparkException, Py4JError):  # dropped since, or the server is stopping
@@ -197,6 +201,7 @@ class WarmProjects:
     @contextmanager
     def opened(self, path: Path, verbose: bool) -> Iterator[Project]:
         project = Project.open(path, verbose=verbose)
+        project.checkpoints_later = True  # ``WarmSnapshots`` writes them between commands
         with self._guard:
             earlier = self._idle.pop(project.root, None)
         if earlier is not None:

@@ -27,6 +27,7 @@ from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
 from ivm_sql.locate import CONFIG_FILE, SPEC_FILE_NAMES, find_spec, is_ivm_project
+from ivm_sql.physical import checkpoints
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.pipelines import pipeline as pipelines
 from ivm_sql.pipelines import streaming
@@ -103,6 +104,9 @@ class Project:
         # and its event log): the server has Delta compute their state before the next one
         # (ivm_sql.host.WarmSnapshots)
         self.written_versions: dict[str, int] = {}
+        # whether the tables' Delta checkpoints are written after each command by another
+        # (``ivm server``'s WarmSnapshots), not by the refresh (``physical.checkpoints``)
+        self.checkpoints_later = False
 
     @classmethod
     def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> Project:
@@ -338,6 +342,8 @@ class Project:
         if recorder is not None and recorder.events:  # its append, too, checks its txn version
             events_table = refresh_log.table_in(self.database)
             self.written_versions[events_table] = log.latest_version(events_table)
+        if not self.checkpoints_later:  # after the refresh's last commit
+            checkpoints.write_due(log, self.written_versions)
         return streamed + reports, {
             **streams,
             **{table: refresher.current[table] for plan in plans for table in plan.base_tables},

@@ -265,7 +265,7 @@ def render() -> str:
         "stage's), the comments also to the view users query. Refused at their line: a column type in",
         "the column list, PARTITIONED BY or CLUSTER BY a column the view does not return as its table",
         "stores it, a property ivm's own state depends on (`delta.enableChangeDataFeed`,",
-        "`delta.enableDeletionVectors`, `delta.columnMapping.mode`, `delta.appendOnly`, `ivm.*`), an",
+        "`delta.enableDeletionVectors`, `delta.columnMapping.mode`, `delta.appendOnly`, `delta.checkpointInterval`, `ivm.*`), an",
         "unknown policy, and any other clause. `INCREMENTAL` and `INCREMENTAL STRICT` refuse a view with",
         "a *recompute all* strategy below; `FULL` (also `TBLPROPERTIES ('ivm.refresh' = 'full')`)",
         "recomputes any SELECT whenever a source changes. [Refresh policies](refresh.md#refresh-policies) says what each",

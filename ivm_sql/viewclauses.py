@@ -29,6 +29,7 @@ RESERVED_PROPERTIES = {
     "delta.enabledeletionvectors": "ivm turns deletion vectors on when a table grows large",
     "delta.columnmapping.mode": "ivm turns column mapping on where the view's column names need it",
     "delta.appendonly": "ivm's refreshes update and delete rows of the view's table",
+    "delta.checkpointinterval": "ivm writes the table's checkpoints after each refresh's commits",
 }
 
 

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ivm_sql.physical import checkpoints
+
 # Rows above which a stage table gets deletion vectors after its first load.
 DELETION_VECTORS_ABOVE_ROWS = 1_000_000
 
 TABLE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableDeletionVectors": "false",
+    # ivm writes the checkpoints after the refresh's commits (``physical.checkpoints``)
+    "delta.checkpointInterval": str(checkpoints.DELTA_INTERVAL),
 }
 
 
@@ -63,4 +67,7 @@ def properties_after_load(rows: int, created_mapped: bool = False) -> dict[str, 
 
 
 def describe() -> str:
-    return f"stage tables keep a change data feed; deletion vectors once a load writes over {DELETION_VECTORS_ABOVE_ROWS:,} rows"
+    return (
+        f"stage tables keep a change data feed; deletion vectors once a load writes over {DELETION_VECTORS_ABOVE_ROWS:,} rows; "
+        f"{checkpoints.describe()}"
+    )

@@ -100,6 +100,7 @@ def _information(text: str, field: str) -> str | None:
 
 
 COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+LAST_CHECKPOINT = "_last_checkpoint"  # the log's pointer to its latest checkpoint
 
 
 class LocalFolder:
@@ -258,6 +259,24 @@ class DeltaLog:
                     self._locations[table] = location
             self._folders[table] = log_folder(self.spark, location, table)
         return self._folders[table]
+
+    def last_checkpoint(self, table: str) -> int | None:
+        """The version of the table's latest checkpoint; None when it has none, or when its
+        log is read through Spark SQL (``HistoryFolder``), which does not say."""
+        folder = self._log(table)
+        if isinstance(folder, HistoryFolder) or not folder.exists(LAST_CHECKPOINT):
+            return None
+        return int(json.loads(folder.read(LAST_CHECKPOINT))["version"])
+
+    def write_checkpoint(self, table: str) -> None:
+        """Have Delta write a checkpoint of the table's latest version: its state as Parquet,
+        where a reader of the table starts instead of replaying each commit's JSON (a Spark
+        job). Delta's Scala API does it; a Spark Connect session cannot reach it."""
+        location = self._locations.get(table) or self._location(table)
+        jvm = self.spark._jvm
+        jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+            self.spark._jsparkSession, location
+        ).checkpoint()
 
     def _location(self, table: str) -> str:
         """Where the catalog keeps ``db.table``: asked of the JVM's catalog, or over Spark
