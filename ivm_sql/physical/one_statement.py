@@ -26,7 +26,8 @@ up from. A recursive stage is never inlined: its content is a loop, not one quer
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
 
 from ivm_sql.incremental.stages import FixpointStage, Stage
 from ivm_sql.physical.cost import COST_REASON, EXPLORE_REASON
@@ -49,6 +50,37 @@ def inlinable(stages: Sequence[Stage], first: Stage) -> bool:
     read through its query."""
     at = list(stages).index(first)
     return at < len(stages) - 1 and not any(isinstance(s, FixpointStage) for s in stages[at:])
+
+
+def view_up_to_date(
+    record: Mapping,
+    defined: Mapping[str, str],
+    read_clock: Collection[str],
+    now: datetime | None,
+    current: Mapping[str, int],
+    table_id: Callable[[str], str | None],
+) -> bool:
+    """Whether a view's table whose commit ``record`` an earlier refresh's one statement
+    wrote is up to date, so that it and the stages it was written through wait: the view's
+    stages are still defined as then (``defined``: each stage table's plan fingerprint now,
+    the view's table last), and every table the statement read is the same table at the
+    same version (``current``: each table's version now; ``table_id``: its id), and the
+    time it read at is ``now`` where a stage it covered reads the clock (``read_clock``:
+    the tables of the stages that do)."""
+    inlined = record.get(INLINED) or {}
+    top = list(defined)[-1]
+    if not inlined or record.get("plan") != defined[top]:
+        return False
+    if any(defined.get(table) != fingerprint for table, fingerprint in inlined.items()):
+        return False
+    covered = {top, *inlined}
+    if not covered.isdisjoint(read_clock) and record.get("now") != now:
+        return False
+    ids = record.get("ids", {})
+    return all(
+        current.get(table) == version and ids.get(table) == table_id(table)
+        for table, version in record.get("sources", {}).items()
+    )
 
 
 def describe(behind: int) -> str:

@@ -643,22 +643,13 @@ class Refresher:
                 return False
         else:
             return False
-        inlined = record.get(one_statement.INLINED) or {}
-        defined = {s.table: plan.fingerprint(s) for s in plan.stages}
-        if (
-            not inlined
-            or self.full
-            or record.get("plan") != defined[top.table]
-            or any(defined.get(t) != fingerprint for t, fingerprint in inlined.items())
-        ):
-            return False
-        clock = any(s.reads_clock for s in plan.stages if s is top or s.table in inlined)
-        if clock and record.get("now") != self.now:
-            return False
-        ids = record.get("ids", {})
-        return all(
-            self.current.get(t) == version and ids.get(t) == self.log.table_id(t)
-            for t, version in record.get("sources", {}).items()
+        return not self.full and one_statement.view_up_to_date(
+            record,
+            {s.table: plan.fingerprint(s) for s in plan.stages},
+            {s.table for s in plan.stages if s.reads_clock},
+            self.now,
+            self.current,
+            self.log.table_id,
         )
 
     def _ahead(self, stage: Stage, record: dict) -> bool:
