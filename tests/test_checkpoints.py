@@ -15,6 +15,7 @@ from oracle import INCREMENTAL_ONLY, ViewSpec, compare_views, views_file
 from ivm_sql.host import WarmSnapshots
 from ivm_sql.physical import checkpoints
 from ivm_sql.project import Project
+from ivm_sql.storage import refresh_log
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -58,12 +59,14 @@ def refreshed_after_an_insert(project: Project, value: int) -> int:
     return project.delta_log().latest_version(stage_table(project))
 
 
-def test_stage_tables_leave_checkpoints_to_ivm(project: Project) -> None:
-    """A stage table's own Delta interval is long: Delta does not checkpoint inside a commit."""
-    interval = project.spark.sql(
-        f"SHOW TBLPROPERTIES {stage_table(project)} ('delta.checkpointInterval')"
-    ).first()
-    assert interval.value == str(checkpoints.DELTA_INTERVAL), interval
+def test_ivms_tables_leave_checkpoints_to_ivm(project: Project) -> None:
+    """The Delta interval of a stage table and of the refresh event log is long: Delta does
+    not checkpoint inside their commits (the log's append is a refresh's last commit)."""
+    for table in (stage_table(project), refresh_log.table_in(project.database)):
+        interval = project.spark.sql(
+            f"SHOW TBLPROPERTIES {table} ('delta.checkpointInterval')"
+        ).first()
+        assert interval.value == str(checkpoints.DELTA_INTERVAL), (table, interval)
 
 
 def test_a_refresh_writes_the_checkpoints_due_after_its_commits(project: Project) -> None:

@@ -31,6 +31,7 @@ from ivm_sql.storage.delta_log import DeltaLog
 # the checkpoint interval of ivm's tables: Delta's own, for when ivm cannot write them
 DELTA_INTERVAL = 100
 EVERY = 50  # commits since a table's last checkpoint at which ivm writes one
+TABLE_PROPERTIES = {"delta.checkpointInterval": str(DELTA_INTERVAL)}  # of every table ivm creates
 
 
 def due(log: DeltaLog, versions: Mapping[str, int]) -> list[str]:

@@ -31,7 +31,7 @@ TABLE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableDeletionVectors": "false",
     # ivm writes the checkpoints after the refresh's commits (``physical.checkpoints``)
-    "delta.checkpointInterval": str(checkpoints.DELTA_INTERVAL),
+    **checkpoints.TABLE_PROPERTIES,
 }
 
 

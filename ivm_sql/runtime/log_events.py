@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ivm_sql.incremental.stages import Stage
-from ivm_sql.physical import one_statement
+from ivm_sql.physical import checkpoints, one_statement
 from ivm_sql.runtime.tally import Cost
 from ivm_sql.storage import delta_log, refresh_log
 from ivm_sql.storage.refresh_log import OUTCOME_ERROR, OUTCOME_UNLOGGED, Event, Summary
@@ -204,5 +204,7 @@ def append(
             recorder.events,
             recorder.clock,
             keep_days,
+            # its checkpoints, too, come after the refresh (``physical.checkpoints``)
+            checkpoints.TABLE_PROPERTIES,
         )
         refresh_log.append(spark, log, batch)

@@ -207,13 +207,15 @@ def read_summary(log: delta_log.DeltaLog, name: str, look_back: int = 20) -> Sum
 @dataclass(frozen=True)
 class Batch:
     """One refresh's events, for one append to the log ``name``; ``keep_days``: how long
-    entries are kept (None: for ever), before ``clock``, the refresh's."""
+    entries are kept (None: for ever), before ``clock``, the refresh's; ``properties``: the
+    log table's, should this append create it."""
 
     name: str
     refresh_id: str
     events: list[Event]
     clock: datetime
     keep_days: int | None = None
+    properties: dict[str, str] = field(default_factory=dict)
 
 
 def append(spark, log: delta_log.DeltaLog, batch: Batch) -> None:
@@ -241,7 +243,7 @@ def _append_once(spark, log: delta_log.DeltaLog, batch: Batch) -> bool:
     """One try: False when another refresh's commit landed first."""
     name, refresh_id, clock = batch.name, batch.refresh_id, batch.clock
     if not log.exists(name):
-        spark.sql(to_sql(create_statement(name), pretty=False))
+        spark.sql(to_sql(create_statement(name, batch.properties), pretty=False))
     summary = read_summary(log, name)
     pruned = None
     if (
@@ -285,7 +287,7 @@ def _is_own(log: delta_log.DeltaLog, name: str, record: dict) -> bool:
     return log.commit(name, log.latest_version(name)).record == {"ivm": 1, **record}
 
 
-def create_statement(name: str) -> exp.Create:
+def create_statement(name: str, properties: dict[str, str] | None = None) -> exp.Create:
     schema = exp.Schema(
         this=table(name),
         expressions=[
@@ -297,7 +299,15 @@ def create_statement(name: str) -> exp.Create:
         this=schema,
         kind="TABLE",
         exists=True,
-        properties=exp.Properties(expressions=[exp.FileFormatProperty(this=exp.var("DELTA"))]),
+        properties=exp.Properties(
+            expressions=[
+                exp.FileFormatProperty(this=exp.var("DELTA")),
+                *(
+                    exp.Property(this=exp.Literal.string(key), value=exp.Literal.string(value))
+                    for key, value in (properties or {}).items()
+                ),
+            ]
+        ),
     )
 
 
