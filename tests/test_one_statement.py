@@ -223,3 +223,34 @@ def test_compile_shows_the_statement_a_chosen_recompute_runs() -> None:
     assert f"INSERT OVERWRITE TABLE `db`.`{plan.table.split('.')[-1]}`" in text
     assert "WITH `__ivm_inlined_1` AS" in text and "`__ivm_inlined_2`" in text
     assert "chooses here" not in render(plan, CostModel(None))
+
+
+def test_a_view_written_at_once_waits_only_while_nothing_it_read_moved() -> None:
+    """``one_statement.view_up_to_date``, each condition broken once from a record that is
+    up to date: a stage redefined (the view's table or one read through), a table it read at
+    another version or replaced (another id), the clock moved under a stage that reads it,
+    and a record that is not a one-statement write."""
+    record = {
+        one_statement.INLINED: {"db.s1": "f1"},
+        "plan": "f2",
+        "sources": {"db.orders": 4},
+        "ids": {"db.orders": "id-a"},
+        "now": "t1",
+    }
+    defined = {"db.s1": "f1", "db.top": "f2"}
+
+    def up_to_date(
+        record=record, defined=defined, read_clock=(), now="t1", version=4, table_id="id-a"
+    ) -> bool:
+        return one_statement.view_up_to_date(
+            record, defined, read_clock, now, {"db.orders": version}, lambda _: table_id
+        )
+
+    assert up_to_date()
+    assert up_to_date(now="t2"), "no stage it covered reads the clock"
+    assert not up_to_date(read_clock={"db.s1"}, now="t2")
+    assert not up_to_date(version=5)
+    assert not up_to_date(table_id="id-b")
+    assert not up_to_date(defined={**defined, "db.top": "f3"})
+    assert not up_to_date(defined={**defined, "db.s1": "f3"})
+    assert not up_to_date(record={**record, one_statement.INLINED: {}})
