@@ -138,6 +138,8 @@ class Decision:
     changed_rows: int = 0
     choice: Choice = Choice(None, FORCED)  # how the cost model chose (``physical.cost``)
     change: exp.Query | None = None  # the change query, when the change is applied
+    # what a recompute reads, where the scans rule weighs it (``physical.cost``): once per stage
+    recompute_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -694,10 +696,11 @@ class Refresher:
         again once its keys are known (``_apply_change``)."""
         if decision.choice.decided_by != ANALYTIC or decision.change is None:
             return None
+        decision.recompute_bytes = self.sizes.scanned_bytes(self._initial(stage))
         narrowed = bounds.least_reads(decision.change, self._own_version_sizes(state.latest))
         return decision.cost.scan_reason(
             self.sizes.scanned_bytes(decision.change, narrowed),
-            self.sizes.scanned_bytes(self._initial(stage)),
+            decision.recompute_bytes,
             least=bool(narrowed),
         )
 
@@ -728,8 +731,7 @@ class Refresher:
             )
             if decision.choice.decided_by == ANALYTIC:
                 cheaper = decision.cost.scan_reason(
-                    self.sizes.scanned_bytes(change, bounded),
-                    self.sizes.scanned_bytes(self._initial(stage)),
+                    self.sizes.scanned_bytes(change, bounded), decision.recompute_bytes
                 )
                 if cheaper is not None:
                     raise CheaperToRecompute(cheaper)

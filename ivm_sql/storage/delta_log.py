@@ -252,13 +252,17 @@ class DeltaLog:
     def _log(self, table: str) -> Folder:
         """The table's ``_delta_log`` folder."""
         if table not in self._folders:
-            location = self._locations.get(table)
-            if location is None:
-                location = self._location(table)
-                if table.split(".")[-1].startswith(INTERNAL_PREFIX):
-                    self._locations[table] = location
-            self._folders[table] = log_folder(self.spark, location, table)
+            self._folders[table] = log_folder(self.spark, self._table_location(table), table)
         return self._folders[table]
+
+    def _table_location(self, table: str) -> str:
+        """The table's folder: kept for ivm's own tables, whose folder never moves."""
+        location = self._locations.get(table)
+        if location is None:
+            location = self._location(table)
+            if table.split(".")[-1].startswith(INTERNAL_PREFIX):
+                self._locations[table] = location
+        return location
 
     def last_checkpoint(self, table: str) -> int | None:
         """The version of the table's latest checkpoint; None when it has none, or when its
@@ -272,10 +276,9 @@ class DeltaLog:
         """Have Delta write a checkpoint of the table's latest version: its state as Parquet,
         where a reader of the table starts instead of replaying each commit's JSON (a Spark
         job). Delta's Scala API does it; a Spark Connect session cannot reach it."""
-        location = self._locations.get(table) or self._location(table)
         jvm = self.spark._jvm
         jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-            self.spark._jsparkSession, location
+            self.spark._jsparkSession, self._table_location(table)
         ).checkpoint()
 
     def _location(self, table: str) -> str:
