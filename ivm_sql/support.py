@@ -24,7 +24,7 @@ CATALOG = StaticCatalog(
 FULL = "any SELECT with REFRESH POLICY FULL (or TBLPROPERTIES ('ivm.refresh' = 'full')), rand() allowed"
 INCREMENTAL = (
     "REFRESH POLICY INCREMENTAL or INCREMENTAL STRICT over an operator recomputed whole "
-    "(ORDER BY ... LIMIT, the current time outside a filter, a non-invertible global aggregate)"
+    "(the current time outside a filter, a non-invertible global aggregate)"
 )
 CLAUSES = {
     FULL: "REFRESH POLICY FULL",
@@ -192,7 +192,7 @@ REFUSED = [
         "a backtick in a column name: Delta's change data feed cannot write it",
         "SELECT k AS `a``b` FROM t",
     ),
-    (INCREMENTAL, "SELECT k, a FROM t ORDER BY a DESC LIMIT 10"),
+    (INCREMENTAL, "SELECT percentile(a, 0.5) AS median FROM t"),
 ]
 
 STATE = {
@@ -200,6 +200,7 @@ STATE = {
     "distinct": "each distinct row with its count",
     "aggregate": "per group: row count, and per aggregate its non-NULL count and sum (MIN/MAX: the extreme and how many rows hold it)",
     "recompute": "the operator's output rows with their key; inputs re-read at the new version for touched keys",
+    "top_k": "the first k + max(k, 100) rows in order, each with the weight of the rows before it, and a count of the rows after them",
     "fixpoint": "the fixed point's rows, each with its number of derivations; each iteration kept in memory during a refresh",
 }
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from unittest import mock
 
 from ivm_sql.config import HistorySettings, RefreshSettings
+from ivm_sql.incremental import top_k
 from ivm_sql.physical import bounds, cost, execution, learned, materialize, one_statement
 from ivm_sql.physical.cost import COST_REASON
 from ivm_sql.physical.recompute import RECOMPUTED_BELOW
@@ -750,6 +751,9 @@ def as_large(enabled: bool) -> Iterator[None]:
         yield
 
 
+# A top-k keeps one candidate beyond its k, at least (100 for users): the oracle's few rows
+# then overflow the candidates and use them up, so each of their ways is checked.
+@mock.patch.object(top_k, "MARGIN", 1)
 def run_oracle(
     spark,
     tmp_project: MakeProject,

@@ -18,6 +18,8 @@ from ivm_sql.algebra.nodes import (
     Recursive,
     Scan,
     Select,
+    SortKey,
+    TopK,
     UnionAll,
 )
 from ivm_sql.catalog import StaticCatalog
@@ -467,6 +469,12 @@ REFUSALS = {
     ),
     "order by": ("SELECT a\nFROM t\nORDER BY a", UnsupportedError, "ORDER BY", 4),
     "offset": ("SELECT a\nFROM t\nORDER BY a\nLIMIT 5 OFFSET 2", UnsupportedError, "OFFSET", 5),
+    "limit not a number": (
+        "SELECT a\nFROM t\nORDER BY a\nLIMIT 2 + 3",
+        UnsupportedError,
+        "LIMIT",
+        5,
+    ),
     "rand": ("SELECT a,\n  rand() AS r\nFROM t", UnsupportedError, "RAND", 3),
     "uuid": ("SELECT a,\n  uuid() AS r\nFROM t", UnsupportedError, "UUID", 3),
     "current_timestamp": (
@@ -924,15 +932,40 @@ def test_order_dependent_aggregates_are_refused(call: str) -> None:
             "window",
         ),
         ("SELECT a, RANK() OVER (ORDER BY a) AS r FROM t", (), "window"),
-        ("SELECT a, b FROM t ORDER BY b DESC, a LIMIT 5", (), "LIMIT"),
     ],
 )
-def test_windows_and_limits_recompute_by_partition(text: str, keys: tuple, reason: str) -> None:
-    """Windows recompute the partitions every window shares; a global LIMIT recomputes all."""
+def test_windows_recompute_by_partition(text: str, keys: tuple, reason: str) -> None:
+    """Windows recompute the partitions every window shares."""
     node = root(f"CREATE VIEW v AS {text}")
     assert isinstance(node, Recompute), node
     assert node.keys == (keys,)
     assert reason in node.reason
+
+
+@pytest.mark.parametrize(
+    "text, order, limit",
+    [
+        (
+            "SELECT a, b FROM t ORDER BY b DESC, a LIMIT 5",
+            (SortKey("b", True, False), SortKey("a", False, True)),
+            5,
+        ),
+        (
+            "SELECT a, b AS x FROM t ORDER BY t.b NULLS LAST LIMIT 2",
+            (SortKey("x", False, False),),
+            2,
+        ),
+        ("SELECT a FROM t LIMIT 0", (), 0),
+    ],
+)
+def test_a_limit_is_a_top_k_over_the_query_without_it(
+    text: str, order: tuple[SortKey, ...], limit: int
+) -> None:
+    """ORDER BY ... LIMIT k keeps the order by output column, with its direction and where
+    its NULLs go (Spark: first ascending, last descending, unless said)."""
+    node = root(f"CREATE VIEW v AS {text}")
+    assert isinstance(node, TopK), node
+    assert (node.order, node.limit) == (order, limit)
 
 
 @pytest.mark.parametrize(

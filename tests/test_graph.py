@@ -250,8 +250,8 @@ def test_aggregate_over_a_view_shows_its_groups_state_and_strategy() -> None:
         (
             "SELECT k, a FROM t ORDER BY a DESC LIMIT 10",
             False,
-            Kind.RECOMPUTE_ALL,
-            "recompute all on any change: ORDER BY ... LIMIT",
+            Kind.TOP_K,
+            "incremental: the first 110 rows in order kept as candidates, the view the first 10",
         ),
         (
             "SELECT k, rand() AS r FROM t",

@@ -95,7 +95,7 @@ def test_a_column_type_in_the_column_list_is_refused() -> None:
 @pytest.mark.parametrize(
     "select, line, operator",
     [
-        ("SELECT a, b FROM t\nORDER BY a\nLIMIT 3", 3, "ORDER BY ... LIMIT over all rows"),
+        ("SELECT\n  percentile(b, 0.5) AS p\nFROM t", 3, "PERCENTILE"),
         (
             "SELECT t.a, u.d FROM t LEFT JOIN u\nON t.a = u.a AND t.b > unix_timestamp(current_timestamp())",
             3,
@@ -117,13 +117,18 @@ def test_incremental_refuses_a_view_recomputed_whole(
     assert caught.value.location.line == FIRST_LINE + line, caught.value
 
 
-def test_incremental_accepts_touched_key_recomputes_and_temporal_filters() -> None:
+def test_incremental_accepts_touched_key_recomputes_temporal_filters_and_top_k() -> None:
     plan = compiled(
         "CREATE MATERIALIZED VIEW v REFRESH POLICY INCREMENTAL AS "
         "SELECT b, MAX(a) AS m, percentile(a, 0.5) AS p FROM t WHERE a > unix_timestamp(now()) GROUP BY b"
     )
     assert plan.policy is RefreshPolicy.INCREMENTAL
     assert [s.scope for s in plan.stages] == ["recompute touched keys"]
+    top = compiled(
+        "CREATE MATERIALIZED VIEW v REFRESH POLICY INCREMENTAL STRICT AS "
+        "SELECT a, b FROM t ORDER BY a LIMIT 3"
+    )
+    assert [(s.kind, s.scope) for s in top.stages] == [("top_k", "incremental")]
 
 
 def test_the_project_default_applies_to_a_view_that_names_no_policy() -> None:
@@ -137,7 +142,8 @@ def test_the_project_default_applies_to_a_view_that_names_no_policy() -> None:
     )
     with pytest.raises(UnsupportedError, match="REFRESH POLICY INCREMENTAL STRICT"):
         compiled(
-            "CREATE VIEW v AS SELECT a FROM t ORDER BY a LIMIT 1", RefreshPolicy.INCREMENTAL_STRICT
+            "CREATE VIEW v AS SELECT percentile(a, 0.5) AS p FROM t",
+            RefreshPolicy.INCREMENTAL_STRICT,
         )
 
 

@@ -20,6 +20,7 @@ from ivm_sql.algebra.nodes import (
     Recursive,
     Scan,
     Select,
+    TopK,
     UnionAll,
 )
 
@@ -52,7 +53,7 @@ def clock_only_in_filters(node: Node) -> bool:
         if any(node_reads_clock(child) for child in node.inputs):
             return False
     elif not isinstance(
-        node, (UnionAll, Distinct, Aggregate, Constant)
+        node, (UnionAll, Distinct, Aggregate, TopK, Constant)
     ):  # a constant never reads the clock
         raise TypeError(f"unknown node {type(node).__name__}")
     return all(clock_only_in_filters(child) for child in node.inputs)

@@ -158,6 +158,34 @@ class Recompute:
         return max((len(k) for k in self.keys), default=0)
 
 
+@dataclass(frozen=True)
+class SortKey:
+    """One item of an ORDER BY: an input column, its direction and where NULLs go."""
+
+    column: str
+    descending: bool
+    nulls_first: bool
+
+
+@dataclass(frozen=True, eq=False)
+class TopK:
+    """``ORDER BY order LIMIT limit`` over ``input``: its first ``limit`` rows, a row of
+    weight w counting as w rows. Rows that tie on ``order`` are told apart by every column
+    (SQL leaves their choice open; a fixed one keeps the kept rows stable)."""
+
+    input: Node
+    order: tuple[SortKey, ...]
+    limit: int
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.input.columns
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+
 @dataclass(frozen=True, eq=False)
 class Recursive:
     """``WITH RECURSIVE name AS (anchor UNION ALL step)``: the least fixed point of
@@ -187,7 +215,7 @@ def placeholder(name: str) -> str:
     return f"{RECURSIVE_PREFIX}{name}"
 
 
-Node = Scan | Constant | Select | UnionAll | Distinct | Aggregate | Recompute | Recursive
+Node = Scan | Constant | Select | UnionAll | Distinct | Aggregate | Recompute | TopK | Recursive
 
 
 def scans(node: Node) -> list[Scan]:

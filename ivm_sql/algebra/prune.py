@@ -31,6 +31,7 @@ from ivm_sql.algebra.nodes import (
     Recursive,
     Scan,
     Select,
+    TopK,
     UnionAll,
 )
 
@@ -99,6 +100,12 @@ def _union(node: UnionAll, required: set[str]) -> UnionAll:
 def _distinct(node: Distinct, required: set[str]) -> Distinct:
     # DISTINCT over fewer columns merges rows that differ only in the dropped ones.
     return replace(node, input=_prune(node.input, set(node.input.columns)))
+
+
+def _top_k(node: TopK, required: set[str]) -> TopK:
+    """Keep the ORDER BY's columns and the required ones: rows that differ only in another
+    column are the same rows above, wherever the order puts them among their ties."""
+    return replace(node, input=_prune(node.input, required | {k.column for k in node.order}))
 
 
 def _aggregate(node: Aggregate, required: set[str]) -> Aggregate:
@@ -228,5 +235,6 @@ RULES: dict[type, Callable[[Node, set[str]], Node]] = {
     Distinct: _distinct,
     Aggregate: _aggregate,
     Recompute: _recompute,
+    TopK: _top_k,
     Recursive: _recursive,
 }

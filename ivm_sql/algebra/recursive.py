@@ -19,12 +19,13 @@ from ivm_sql.algebra.nodes import (
     Recursive,
     Scan,
     Select,
+    TopK,
     placeholder,
     scans,
 )
 from ivm_sql.sqlbuild import WEIGHT, col
 
-STATEFUL = (Distinct, Aggregate, Recompute, Recursive)
+STATEFUL = (Distinct, Aggregate, Recompute, TopK, Recursive)
 UNION_ALL_ONLY = "Spark runs WITH RECURSIVE as anchor UNION ALL recursive term: write UNION ALL, and DISTINCT in the query over the CTE"
 
 

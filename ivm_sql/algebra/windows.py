@@ -3,7 +3,7 @@
 A window function's value for a row depends only on the rows of its partition, so a
 change recomputes just the touched partitions (DBSP: the per-key restriction of D ∘ Q ∘ I).
 Top-k per key (QUALIFY, or a filter on ROW_NUMBER above) is a window plus a linear filter.
-A global ORDER BY ... LIMIT k has a single partition: any change recomputes it.
+A global ORDER BY ... LIMIT k is kept from a prefix of candidates (``incremental.top_k``).
 Windows over grouped rows run over the grouped query in FROM (``over_groups``).
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_sql.algebra import aggregates
-from ivm_sql.algebra.nodes import Node, Recompute, Select
-from ivm_sql.sqlbuild import alias, col, ident, subquery
+from ivm_sql.algebra.nodes import Node, Recompute, Select, SortKey, TopK
+from ivm_sql.sqlbuild import alias, col, ident, lit, subquery
 
 WINDOW_INPUT = "__in"
 KEEP = "__ivm_keep"
@@ -146,11 +146,19 @@ def build(builder, select: exp.Select, sources, condition) -> Node:
     return Recompute(((WINDOW_INPUT, inner),), (keys,), query, outputs, reason)
 
 
-def top_k(builder, query: exp.Query, inner: Node) -> Node:
-    """ORDER BY ... LIMIT k over ``inner`` (the query without them): one global key."""
+def top_k(builder, query: exp.Query, inner: Node) -> TopK:
+    """ORDER BY ... LIMIT k over ``inner`` (the query without them), kept from a prefix of
+    candidates (``incremental.top_k``)."""
     if query.args.get("offset"):
         raise builder.unsupported(
             query.args["offset"], "OFFSET", "keep the first rows with LIMIT alone"
+        )
+    limit = query.args["limit"].expression
+    if not (isinstance(limit, exp.Literal) and not limit.is_string and limit.this.isdigit()):
+        raise builder.unsupported(
+            query.args["limit"],
+            f"LIMIT {limit.sql('spark')}",
+            "write the number of rows as a whole number",
         )
     selects = (
         query.selects
@@ -160,7 +168,7 @@ def top_k(builder, query: exp.Query, inner: Node) -> Node:
         else []
     )
     order = query.args.get("order")
-    ordered = []
+    keys = []
     for item in order.expressions if order is not None else []:
         position = _output_position(item.this, selects, inner.columns)
         if position is None:
@@ -169,16 +177,38 @@ def top_k(builder, query: exp.Query, inner: Node) -> Node:
                 f"ORDER BY {item.this.sql('spark')} with LIMIT",
                 "order by columns the view returns (add the column to the SELECT)",
             )
-        moved = item.copy()
-        moved.set("this", col(inner.columns[position], WINDOW_INPUT))
-        ordered.append(moved)
-    result = exp.select(*(col(c, WINDOW_INPUT) for c in inner.columns)).from_(_input_table())
-    if ordered:
-        result = result.order_by(*ordered)
-    result = result.limit(query.args["limit"].expression.copy())
-    return Recompute(
-        ((WINDOW_INPUT, inner),), ((),), result, inner.columns, "ORDER BY ... LIMIT over all rows"
-    )
+        keys.append(
+            SortKey(
+                inner.columns[position],
+                bool(item.args.get("desc")),
+                bool(item.args.get("nulls_first")),
+            )
+        )
+    return TopK(inner, tuple(keys), int(limit.this))
+
+
+def with_tiebreak(query: exp.Expression) -> exp.Expression:
+    """``query`` with every ORDER BY ... LIMIT ordering the rows it ties on by each output
+    column, ascending (by position): the one answer, of the several SQL allows, that a top-k
+    keeps (``incremental.top_k.total_order``). `ivm verify` compares a view with it."""
+
+    def tiebroken(node: exp.Expression) -> exp.Expression:
+        if not (isinstance(node, (exp.Select, exp.Union)) and node.args.get("limit")):
+            return node
+        width = len(node.selects if isinstance(node, exp.Select) else node.left.selects)
+        order = node.args.get("order")
+        items = [item.copy() for item in order.expressions] if order is not None else []
+        ordered = node.copy()
+        ordered.set(
+            "order",
+            exp.Order(
+                expressions=items
+                + [exp.Ordered(this=lit(i), nulls_first=True) for i in range(1, width + 1)]
+            ),
+        )
+        return ordered
+
+    return query.transform(tiebroken)
 
 
 def _output_position(

@@ -9,8 +9,8 @@ from sqlglot import exp
 
 from ivm_sql.compiler.plan import ViewPlan, overwrite_table, symbolic_pins
 from ivm_sql.config import RefreshSettings
-from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot
-from ivm_sql.incremental.stages import FixpointStage, Stage
+from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot, top_k
+from ivm_sql.incremental.stages import FixpointStage, Stage, TopKStage
 from ivm_sql.incremental.temporal import CLOCK
 from ivm_sql.incremental.versions import Versions
 from ivm_sql.physical import bounds, changes, execution, layout, materialize, one_statement
@@ -81,6 +81,8 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
             )
         if stage.aggregate is not None and extremes.calls(stage.aggregate):
             lines += _rescan_lines(stage, symbolic)
+        if isinstance(stage, TopKStage):
+            lines += _refill_lines(stage, symbolic)
         if cost.recompute_above is not None and one_statement.inlinable(plan.stages, stage):
             lines += _at_once_lines(plan, stage, symbolic)
     lines += ["", "-- what users query:", to_sql(plan.user_view()) + ";"]
@@ -114,6 +116,15 @@ def _rescan_lines(stage: Stage, symbolic: dict[str, Versions]) -> list[str]:
         f"-- only when the change flags a group whose MIN/MAX lost its last row ({extremes.LOST}), the MERGE's source is",
         f"-- the change (`{flagged}`) with those groups' extremes recomputed from the input:",
         to_sql(extremes.rescanned(node, flagged, aggregate.change_columns(node), contents)) + ";",
+    ]
+
+
+def _refill_lines(stage: TopKStage, symbolic: dict[str, Versions]) -> list[str]:
+    """The query that replaces the MERGE's source when a top-k's candidates ran out."""
+    return [
+        f"-- only when the change flags the candidates short ({top_k.SHORT}: fewer than {stage.node.limit} left, "
+        "others after them), the MERGE's source reads the first rows again from the input:",
+        to_sql(stage.refill_query({t: replace(v, old=None) for t, v in symbolic.items()})) + ";",
     ]
 
 

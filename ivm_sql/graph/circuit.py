@@ -41,6 +41,7 @@ from ivm_sql.incremental.stages import (
     FixpointStage,
     RecomputeStage,
     Stage,
+    TopKStage,
 )
 from ivm_sql.sqlbuild import DIALECT
 
@@ -49,6 +50,7 @@ STAGE_OPERATORS = {
     DistinctStage: Kind.DISTINCT,
     AggregateStage: Kind.AGGREGATE,
     FixpointStage: Kind.FIXED_POINT,
+    TopKStage: Kind.TOP_K,
 }
 CALLS = {
     "count_star": "COUNT(*)",
@@ -216,6 +218,17 @@ def _summary(stage: Stage) -> list[str]:
     if isinstance(stage, FixpointStage):
         return [
             f"WITH RECURSIVE {stage.node.name}: anchor + recursive term, repeated until nothing changes"
+        ]
+    if isinstance(stage, TopKStage):
+        order = ", ".join(
+            f"{key.column}{' DESC' if key.descending else ''}" for key in stage.node.order
+        )
+        return [
+            _brief(
+                f"ORDER BY {order} LIMIT {stage.node.limit}"
+                if order
+                else f"LIMIT {stage.node.limit}"
+            )
         ]
     return []
 

@@ -11,12 +11,12 @@ from html import escape
 
 import graphviz
 
-from ivm_sql.graph.model import Graph, GraphNode, Kind
+from ivm_sql.graph.model import STATEFUL, Graph, GraphNode, Kind
 
 FONT = "Helvetica"
 SHAPES = {  # the operators that may keep state are boxes, like the stages and views
     **dict.fromkeys(
-        (Kind.INTEGRATE, Kind.DISTINCT, Kind.AGGREGATE, Kind.RECOMPUTE_KEYS, Kind.RECOMPUTE_ALL),
+        STATEFUL,
         "box",
     ),
     Kind.TABLE: "cylinder",

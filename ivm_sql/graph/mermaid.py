@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 
-from ivm_sql.graph.model import Graph, GraphNode, Kind
+from ivm_sql.graph.model import STATEFUL, Graph, GraphNode, Kind
 
 # (opening, closing) bracket of each kind's shape; the operators that may keep state are rectangles
 SHAPES = {
     **dict.fromkeys(
-        (Kind.INTEGRATE, Kind.DISTINCT, Kind.AGGREGATE, Kind.RECOMPUTE_KEYS, Kind.RECOMPUTE_ALL),
+        STATEFUL,
         ("[", "]"),
     ),
     Kind.TABLE: ("[(", ")]"),

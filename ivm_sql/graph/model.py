@@ -30,8 +30,20 @@ class Kind(str, Enum):
     AGGREGATE = "aggregate"
     RECOMPUTE_KEYS = "recompute touched keys"
     RECOMPUTE_ALL = "recompute all"
+    TOP_K = "top-k"
     # a recursive view's subcircuit, iterated until nothing changes
     FIXED_POINT = "fixed-point loop"
+
+
+# the operators that may keep state in a Delta table
+STATEFUL = (
+    Kind.INTEGRATE,
+    Kind.DISTINCT,
+    Kind.AGGREGATE,
+    Kind.RECOMPUTE_KEYS,
+    Kind.RECOMPUTE_ALL,
+    Kind.TOP_K,
+)
 
 
 @dataclass(frozen=True)

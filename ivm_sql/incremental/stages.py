@@ -26,6 +26,7 @@ from ivm_sql.algebra.nodes import (
     Recursive,
     Scan,
     Select,
+    TopK,
     UnionAll,
     scans,
 )
@@ -38,6 +39,7 @@ from ivm_sql.incremental import (
     fixpoint,
     recompute,
     snapshot,
+    top_k,
 )
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, to_sql
@@ -49,6 +51,7 @@ METHODS = {
     "aggregate": "COUNT/SUM/AVG per group updated from the change alone",
     "extremes": "MIN/MAX per group from the change alone, a group rescanned only when its extreme loses its last row",
     "fixpoint": "fixed-point loop, the recursive term iterated over the change until it is empty",
+    "top_k": "ORDER BY ... LIMIT from a prefix of candidates",
 }
 TEMPORAL = "temporal filter: rows enter and leave as the clock passes their bounds"
 
@@ -228,6 +231,36 @@ class RecomputeStage(Stage):
         return bag.merge(self.table, recompute.stored_columns(self.node), change)
 
 
+class TopKStage(Stage):
+    """ORDER BY ... LIMIT k from a stored prefix of the input's order, kept from the change
+    alone until deletions use up its margin (``incremental.top_k``)."""
+
+    kind = "top_k"
+    node: TopK
+
+    @property
+    def input(self) -> Node:
+        return self.node.input
+
+    @property
+    def method(self) -> str:
+        return top_k.describe(self.node)
+
+    def initial_query(self, pins: Pins) -> exp.Query:
+        return top_k.initial(self.node, snapshot(self.node.input, pins, "new"))
+
+    def change_query(self, pins: Pins) -> exp.Select | None:
+        changes = delta(self.node.input, pins)
+        return None if changes is None else top_k.change(self.node, changes, self.table)
+
+    def refill_query(self, pins: Pins) -> exp.Select:
+        """The change that reads the prefix again from the input at the new pins."""
+        return top_k.replacement(self.node, self.initial_query(pins), self.table)
+
+    def merge(self, change: exp.Query) -> exp.Merge:
+        return bag.merge(self.table, top_k.stored_columns(self.node), change)
+
+
 class FixpointStage(Stage):
     """A recursive CTE's fixed point: the recursive term iterated over the change until it is
     empty (DBSP, Section 6: recursive queries, semi-naive evaluation), its rows kept as a bag."""
@@ -274,7 +307,7 @@ class Lowering:
             )
         elif isinstance(node, Recursive):
             lowered = replace(node, anchor=self.lower(node.anchor), step=self.lower(node.step))
-        elif isinstance(node, (Aggregate, Distinct)):
+        elif isinstance(node, (Aggregate, Distinct, TopK)):
             lowered = replace(node, input=self.lower(node.input))
         else:
             lowered = self.lower(node)
@@ -294,6 +327,8 @@ class Lowering:
             stage, output = DistinctStage(name, lowered.input), distinct.reader(name, node)
         elif isinstance(node, Recompute):
             stage, output = RecomputeStage(name, lowered), recompute.reader(name, node)
+        elif isinstance(node, TopK):
+            stage, output = TopKStage(name, lowered), top_k.reader(name, node)
         elif isinstance(node, Recursive):
             stage, output = FixpointStage(name, lowered), bag.reader(name, node)
         else:
@@ -325,7 +360,7 @@ def plan_stages(database: str, view: str, root: Node) -> tuple[list[Stage], Scan
     """
     lowering = Lowering(database, view)
     top, above = root, None
-    stateful = (Distinct, Aggregate, Recompute, Recursive)
+    stateful = (Distinct, Aggregate, Recompute, TopK, Recursive)
     # A filter on the clock stays a stage: a reader is evaluated when queried, not at a refresh.
     foldable = isinstance(root, Select) and not reads_clock(root.condition)
     if foldable and len(root.sources) == 1 and isinstance(root.sources[0][1], stateful):

@@ -31,8 +31,8 @@ from ivm_sql.catalog import first_line
 from ivm_sql.compiler.plan import ViewPlan, overwrite_table, stages_above, stored_columns
 from ivm_sql.config import RefreshSettings
 from ivm_sql.errors import RefreshError
-from ivm_sql.incremental import extremes
-from ivm_sql.incremental.stages import FixpointStage, RecomputeStage, Stage
+from ivm_sql.incremental import extremes, top_k
+from ivm_sql.incremental.stages import FixpointStage, RecomputeStage, Stage, TopKStage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
 from ivm_sql.physical import bounds, execution, layout, materialize, one_statement
@@ -53,6 +53,7 @@ from ivm_sql.runtime import fixpoint, workers
 from ivm_sql.runtime.extremes import settled as settled_extremes
 from ivm_sql.runtime.log_events import UNCHANGED, Recorder, StageOutcome
 from ivm_sql.runtime.tally import Cost, Tally
+from ivm_sql.runtime.top_k import refilled as refilled_top_k
 from ivm_sql.sqlbuild import to_sql
 from ivm_sql.storage import concurrent, delta_log, history
 
@@ -208,7 +209,8 @@ class Refresher:
         self.now = micros(now or datetime.now(UTC))
         self.now_of: dict[str, int] = {}  # ivm table -> the time it reflects, if it reads the clock
         self.iterations: dict[str, int] = {}  # recursive stage -> iterations its loop ran
-        self.rescanned: dict[str, int] = {}  # MIN/MAX stage -> groups rescanned for a lost extreme
+        # MIN/MAX stage -> groups rescanned for a lost extreme; top-k stage -> 1: refilled
+        self.reread: dict[str, int] = {}
         self.full = full
         self.cost = cost
         self.current: dict[str, int] = {}  # table -> version this refresh reads
@@ -535,8 +537,10 @@ class Refresher:
             reason = f"{reason}; {loop}"
         if reason is not None:
             return ("created" if not existed else "recomputed"), reason
-        if self.rescanned.get(stage.table):
-            groups = self.rescanned[stage.table]
+        if self.reread.get(stage.table) and isinstance(stage, TopKStage):
+            return "incremental", top_k.REFILLED
+        if self.reread.get(stage.table):
+            groups = self.reread[stage.table]
             return (
                 "incremental",
                 f"rescanned {groups} group{'' if groups == 1 else 's'} whose MIN/MAX lost its last row",
@@ -793,15 +797,18 @@ class Refresher:
 
     @contextmanager
     def _settled(self, stage: Stage, change: exp.Query) -> Iterator[tuple[exp.Query, int | None]]:
-        """For an aggregate with MIN or MAX, its change with lost extremes rescanned, and its
-        row count when that change is already in memory; for any other, ``change``."""
-        if stage.aggregate is None or not extremes.calls(stage.aggregate):
+        """For an aggregate with MIN or MAX, its change with lost extremes rescanned; for a
+        top-k, its change or, when its candidates ran out, their refill; with its row count
+        when that change is already in memory. For any other stage, ``change``."""
+        if isinstance(stage, TopKStage):
+            settling = refilled_top_k(self.spark, stage, change, self._new_pins(stage))
+        elif stage.aggregate is not None and extremes.calls(stage.aggregate):
+            settling = settled_extremes(self.spark, stage.aggregate, change, self._new_pins(stage))
+        else:
             yield change, None
             return
-        with settled_extremes(
-            self.spark, stage.aggregate, change, self._new_pins(stage)
-        ) as settled:
-            self.rescanned[stage.table] = settled.rescanned
+        with settling as settled:
+            self.reread[stage.table] = settled.reread
             yield settled.query, settled.rows
 
     def _keep_time(self, table: str, now: int | None) -> None:

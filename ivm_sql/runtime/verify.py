@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from ivm_sql.algebra.windows import with_tiebreak
 from ivm_sql.compiler.plan import ViewPlan
 from ivm_sql.compiler.qualify import inline_views
 from ivm_sql.incremental.temporal import at_time, instant
@@ -33,7 +34,8 @@ def recompute_query(
     plan: ViewPlan, plans: dict[str, ViewPlan], versions: dict[str, int], now: int | None = None
 ) -> exp.Query:
     """The view's SELECT over base tables only, each read at the version the view reflects,
-    and the current time read as the time its refresh evaluated it at (``now``)."""
+    the current time read as the time its refresh evaluated it at (``now``), and rows that
+    tie at a LIMIT chosen as a refresh chooses them (``windows.with_tiebreak``)."""
 
     def pin(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Table) and node.db and f"{node.db}.{node.name}".lower() in versions:
@@ -46,7 +48,7 @@ def recompute_query(
         return node
 
     by_name = {p.view.name: p for p in plans.values()}
-    query = inline_views(plan.view, plan.database, by_name).transform(pin)
+    query = with_tiebreak(inline_views(plan.view, plan.database, by_name).transform(pin))
     return query if now is None else at_time(query, instant(now))
 
 
