@@ -28,7 +28,7 @@ from ivm_sql.compiler.order import compile_views
 from ivm_sql.compiler.plan import symbolic_pins
 from ivm_sql.compiler.render import render
 from ivm_sql.errors import IvmError, Location, SqlError, UnsupportedError
-from ivm_sql.incremental.stages import METHODS, TEMPORAL
+from ivm_sql.incremental.stages import TEMPORAL
 from ivm_sql.physical import bounds
 from ivm_sql.viewdefs import parse_view
 
@@ -982,17 +982,17 @@ def test_a_limit_is_a_top_k_over_the_query_without_it(
             (("t__a",), ("u__a",)),
         ),
         ("SELECT t.a, u.d FROM t FULL OUTER JOIN u ON t.b > u.d", "FULL OUTER JOIN", ((), ())),
+        ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "IN", (("t__a",), ("__q1__a",))),
         (
-            "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.d > t.b AND u.d < t.c)",
+            "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)",
             "EXISTS",
             (("t__a",), ("__q1__s0",)),
         ),
         (
-            "SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a OR u.d = t.b)",
+            "SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.d > 1)",
             "NOT EXISTS",
-            ((), ()),
+            (("t__a",), ("__q1__s0",)),
         ),
-        ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.d > 1)", "EXISTS", ((), ())),
         (
             "SELECT a FROM t WHERE a NOT IN (SELECT a FROM u)",
             "NOT IN",
@@ -1027,75 +1027,6 @@ def test_joins_subqueries_and_set_operations_recompute_per_key(
     assert len(recomputes) == 1, node
     assert reason in recomputes[0].reason
     assert recomputes[0].keys == keys
-
-
-def test_a_semi_join_joins_the_distinct_keys_of_its_subquery() -> None:
-    """EXISTS and IN with key equalities: an inner join with DISTINCT of the subquery's keys,
-    the correlation's and the IN's (DBSP: L ⋉ R = L ⋈ distinct(π_k R))."""
-    node = root(
-        "CREATE VIEW v AS SELECT a FROM t WHERE b + 1 IN "
-        "(SELECT d FROM u WHERE u.a = t.a AND u.d > 0)"
-    )
-    assert isinstance(node, Select) and not node.negated
-    (state,) = [child for name, child in node.sources if name != "t"]
-    assert isinstance(state, Distinct) and state.columns == ("k0", "k1")
-    assert sql(node.condition) == "`t`.`b` + 1 = `__e2`.`k0` AND `t`.`a` = `__e2`.`k1`"
-    assert not [n for n in _walk(node) if isinstance(n, Recompute)]
-
-
-@pytest.mark.parametrize(
-    "subquery, distinct",
-    [
-        ("SELECT a FROM u", True),
-        ("SELECT a FROM u GROUP BY a HAVING SUM(d) > 3", False),  # TPC-H Q18
-        ("SELECT DISTINCT a FROM u WHERE d > 0", False),
-        ("SELECT MAX(a) FROM u", False),
-        ("SELECT a FROM u GROUP BY a, d", True),
-    ],
-)
-def test_an_in_over_unique_values_is_its_own_key_state(subquery: str, distinct: bool) -> None:
-    """Group keys and DISTINCT rows are each one row already: no DISTINCT kept over them."""
-    node = root(f"CREATE VIEW v AS SELECT a FROM t WHERE b IN ({subquery})")
-    (state,) = [child for name, child in node.sources if name != "t"]
-    assert isinstance(state, Distinct) == distinct
-    assert sql(node.condition) == "`t`.`b` = `__e2`.`k0`"
-
-
-def test_an_anti_join_subtracts_the_rows_its_semi_join_keeps() -> None:
-    """NOT EXISTS: L - L ⋈ distinct(π_k R), a UNION ALL whose second branch is negated."""
-    node = root(
-        "CREATE VIEW v AS SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE t.a = u.a)"
-    )
-    (union,) = [n for n in _walk(node) if isinstance(n, UnionAll)]
-    kept, matched = union.branches
-    assert union.has_negated_branch and not kept.negated and matched.negated
-    assert dict(matched.sources)["__l"] is kept
-    assert isinstance(dict(matched.sources)["__e2"], Distinct)
-    assert sql(matched.condition) == "`__l`.`t__a` = `__e2`.`k0`"
-
-
-@pytest.mark.parametrize(
-    "comparison, extremes, found",
-    [
-        ("u.d <> t.b", ("lo", "hi"), "(`__e2`.`lo` <> `t`.`b` OR `__e2`.`hi` <> `t`.`b`)"),
-        ("u.d < t.b", ("lo",), "`__e2`.`lo` < `t`.`b`"),
-        ("t.b < u.d", ("hi",), "`__e2`.`hi` > `t`.`b`"),
-        ("u.d >= t.b + 1", ("hi",), "`__e2`.`hi` >= `t`.`b` + 1"),
-    ],
-)
-def test_one_comparison_beside_the_keys_keeps_its_extremes(
-    comparison: str, extremes: tuple[str, ...], found: str
-) -> None:
-    """EXISTS (... AND u.d < t.b) holds when MIN(u.d) < t.b, over the rows where u.d is not
-    NULL: an aggregate of the extremes per key, joined like the distinct keys."""
-    node = root(
-        f"CREATE VIEW v AS SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND {comparison})"
-    )
-    (state,) = [child for name, child in node.sources if name != "t"]
-    assert isinstance(state, Aggregate) and state.keys == ("k0",)
-    assert tuple(call.name for call in state.aggs) == extremes
-    assert sql(state.input.condition) == "NOT `__i`.`v` IS NULL"
-    assert sql(node.condition) == f"`t`.`a` = `__e2`.`k0` AND {found}"
 
 
 def test_scalar_subqueries_become_joins() -> None:
@@ -1268,16 +1199,15 @@ def test_a_filter_on_the_current_time_is_a_temporal_filter(where: str) -> None:
     assert not any(read in rendered for read in ("CURRENT_DATE", "CURRENT_TIMESTAMP", "NOW("))
 
 
-def test_a_filter_on_the_current_time_inside_a_subquery_is_a_temporal_input_of_its_key_state() -> (
+def test_a_filter_on_the_current_time_inside_a_subquery_is_a_temporal_input_of_its_recompute() -> (
     None
 ):
-    """EXISTS keeps the distinct keys of its subquery; the clock's change is a change of them."""
+    """EXISTS recomputes the keys its inputs' changes touch; the clock's change is one of them."""
     body = "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a AND u.d > unix_timestamp(now()))"
     (plan,) = compile_views(views(f"CREATE VIEW v AS {body}"), CATALOG, "db")
-    keys, rows = plan.stages
-    assert keys.kind == "distinct" and keys.reads_clock and not keys.every_refresh
-    assert keys.strategy == f"incremental: {METHODS['distinct']}; {TEMPORAL}"
-    assert rows.kind == "bag" and not rows.reads_clock
+    (stage,) = plan.stages
+    assert stage.kind == "recompute" and stage.reads_clock and not stage.every_refresh
+    assert stage.strategy == f"recompute touched keys: EXISTS subquery; {TEMPORAL}"
 
 
 @pytest.mark.parametrize(

@@ -140,43 +140,6 @@ SELECT c.id, c.name,
         WHERE s.customer_id = c.id) AS total
 FROM customers c""",
     ),
-    # semi and anti joins kept by the subquery's per-key state: one comparison beside the
-    # key (TPC-H Q21's <>, a < written either way round, >= over an expression), a
-    # correlated IN over an expression, and an anti-join under MIN/MAX (its difference
-    # consolidated before the extremes)
-    ViewSpec(
-        "orders_beside_other_products",
-        """
-SELECT o.id, o.customer_id, o.product_id FROM orders o
-WHERE EXISTS (SELECT 1 FROM orders o2 WHERE o2.customer_id = o.customer_id AND o2.product_id <> o.product_id)
-  AND NOT EXISTS (SELECT * FROM orders o3 WHERE o3.customer_id = o.customer_id AND o.qty < o3.qty AND o3.status = 'shipped')""",
-    ),
-    ViewSpec(
-        "cheapest_per_category",
-        """
-SELECT p.id, p.category, p.price FROM products p
-WHERE NOT EXISTS (SELECT 1 FROM products q WHERE q.category = p.category AND q.price < p.price)""",
-    ),
-    ViewSpec(
-        "customers_ordering_their_score",
-        """
-SELECT c.id, c.country FROM customers c
-WHERE c.score + 1 IN (SELECT o.qty FROM orders o WHERE o.customer_id = c.id)
-   AND EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id AND o.qty >= c.score - 1)""",
-    ),
-    ViewSpec(
-        "orders_of_big_customers",
-        """
-SELECT o.id, o.qty FROM orders o
-WHERE o.customer_id IN (SELECT customer_id FROM orders GROUP BY customer_id HAVING SUM(qty) > 5)""",
-    ),
-    ViewSpec(
-        "unshipped_product_extremes",
-        """
-SELECT p.category, MIN(p.price) AS low, MAX(p.id) AS last, COUNT(*) AS n FROM products p
-WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.product_id = p.id AND o.status = 'shipped')
-GROUP BY p.category""",
-    ),
 ]
 
 # views/70_aggregates.sql: MIN and MAX under deletes (kept from the change, a group rescanned

@@ -64,43 +64,35 @@ def tpch_stages(name: str) -> list[Stage]:
 # TPC-H ----------------------------------------------------------------------------------
 
 
-def test_q21_subqueries_keep_only_their_keys_and_compared_column() -> None:
-    """EXISTS and NOT EXISTS each keep MIN and MAX of l_suppkey per l_orderkey (the one
-    comparison beside the key): of lineitem they read the key, the compared column and the
-    NOT EXISTS's own filter's columns, nothing else."""
-    exists, not_exists, counted, _ = tpch_stages("q21")
-    for stage, read in (
-        (exists, ("l_orderkey", "l_suppkey")),
-        (not_exists, ("l_orderkey", "l_suppkey", "l_commitdate", "l_receiptdate")),
-    ):
-        assert isinstance(stage.node, Aggregate) and stage.node.columns == ("k0", "lo", "hi")
-        assert stage.node.input.columns == ("k0", "v")
-        (scan,) = [s for s in _scans(stage.node) if s.table == "tpch.lineitem"]
-        assert set(scan.columns) == set(read)
-    # l1, read twice: all of it, and minus the rows the NOT EXISTS matches
-    scans = [s for s in _scans(counted.node) if s.table == "tpch.lineitem"]
-    assert len(scans) == 2
-    for scan in scans:
-        assert set(scan.columns) == {"l_orderkey", "l_suppkey", "l_commitdate", "l_receiptdate"}
+def test_q21_exists_stage_keeps_only_what_the_stages_above_read() -> None:
+    """36 columns before (all of supplier, lineitem, orders and nation): the NOT EXISTS
+    above reads the order and supplier keys, the GROUP BY above it s_name."""
+    first, second, *_ = tpch_stages("q21")
+    assert first.node.columns == ("supplier__s_name", "l1__l_orderkey", "l1__l_suppkey")
+    assert stored_columns(first.node) == (
+        "supplier__s_name",
+        "l1__l_orderkey",
+        "l1__l_suppkey",
+        "__ivm_k0",
+    )
+    assert second.node.columns == ("__j1__supplier__s_name",)
+    assert stored_columns(second.node) == ("__j1__supplier__s_name", "__ivm_k0")
 
 
-def test_q04_keeps_the_join_key_of_its_exists() -> None:
-    first, second = tpch_stages("q04")
-    assert isinstance(first.node, Select) and first.node.columns == ("k0",)
-    scan = only(only(first.node))
-    assert isinstance(scan, Scan) and set(scan.columns) == {
-        "l_orderkey",
-        "l_commitdate",
-        "l_receiptdate",
-    }
-    (orders,) = [s for s in _scans(second.node) if s.table == "tpch.orders"]
-    assert set(orders.columns) == {"o_orderkey", "o_orderdate", "o_orderpriority"}
-
-
-def _scans(node: Node) -> list[Scan]:
-    if isinstance(node, Scan):
-        return [node]
-    return [s for child in node.inputs for s in _scans(child)]
+def test_q04_keeps_the_grouped_column_and_the_join_key() -> None:
+    first, _ = tpch_stages("q04")
+    assert stored_columns(first.node) == ("orders__o_orderpriority", "__ivm_k0")
+    left = dict(first.node.sources)["__l"]
+    assert left.columns == (
+        "orders__o_orderkey",
+        "orders__o_orderpriority",
+    )  # the key, and what is read
+    scan = only(left)
+    assert isinstance(scan, Scan) and scan.columns == (
+        "o_orderkey",
+        "o_orderdate",
+        "o_orderpriority",
+    )
 
 
 # select-project-join -------------------------------------------------------------------

@@ -3,8 +3,6 @@ sqlglot and inspected). No Spark."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 import sqlglot
 from sqlglot import exp
 
@@ -337,42 +335,6 @@ class TestUnionAll:
             {"q": "db.q@5"},
             {"r": "db.r@9 - Δ db.r 8..9"},
         ]
-
-
-class TestDifference:
-    """An anti-join's shape: L - L ⋈ D, a UNION ALL whose second branch is negated."""
-
-    left = table_scan("l", "k", "x")
-    keys = distinct.reader("db.__ivm_v_s1", table_scan("r", "k"))
-    matched = Select(
-        (("l", left), ("d", keys)),
-        sqlglot.parse_one("l.k = d.k", read="spark"),
-        ("k", "x"),
-        (col("k", "l"), col("x", "l")),
-        negated=True,
-    )
-    node = UnionAll((select_all("l", left), matched), ("k", "x"))
-    pins: ClassVar = {"db.l": Versions.at(1, 2), "db.__ivm_v_s1": Versions.at(3, 4)}
-
-    def test_a_negated_select_weighs_its_rows_minus_once(self) -> None:
-        (kept, subtracted) = terms(parse(delta(self.node, self.pins)))[:2]
-        assert output(kept, WEIGHT) == f"`l`.`{WEIGHT}`"
-        assert output(subtracted, WEIGHT) == f"`l`.`{WEIGHT}` * `d`.`{WEIGHT}` * -1"
-
-    def test_its_snapshot_is_consolidated(self) -> None:
-        """MIN, MAX, a top-k and a recompute's rows need each row's weight to be its
-        multiplicity: a row of L that D matches is +1 and -1 until consolidated."""
-        query = parse(snapshot(self.node, self.pins, "new"))
-        assert [e.sql("spark") for e in query.args["group"].expressions] == ["`k`", "`x`"]
-        assert query.args["having"].this.sql("spark") == f"SUM(`{WEIGHT}`) <> 0"
-
-    def test_the_change_of_distinct_keys_is_read_consolidated(self) -> None:
-        """A count going from 2 to 3 is a pre- and a post-image of the same key: consolidated,
-        only the keys that appear or disappear reach the join (and bound what it reads)."""
-        query = parse(delta(self.keys, self.pins))
-        assert [e.sql("spark") for e in query.args["group"].expressions] == ["`k`"]
-        (source,) = from_items(query)
-        assert describe(source) == "Δ db.__ivm_v_s1 4..4"
 
 
 # consolidation ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import AggCall, Aggregate, Node, Recompute, Select, UnionAll
+from ivm_sql.algebra.nodes import AggCall, Aggregate, Node, Recompute, Select
 from ivm_sql.sqlbuild import alias, col, ident, lit
 
 LEFT, RIGHT, FACTS = "__l", "__r", "__f"
@@ -182,23 +182,7 @@ class Inputs:
         )
         self._replace(node, left_names, {})
 
-    def subtract_matched(self, name: str, state: Node, on: exp.Expression) -> None:
-        """Replace the inputs by their rows that no row of ``state`` matches ``on``: all of
-        them minus those that match, L ▷ D = L - L ⋈ D (linear in L and bilinear in L and D:
-        ``semi_joins``). ``state`` matches a row at most once (distinct keys), so the
-        difference never goes below zero. ``on`` refers to the user's aliases and ``name``."""
-        left, left_names = self._wrap(LEFT)
-        condition = _rename(on, {k: (LEFT, v) for k, v in left_names.items()})
-        matched = Select(
-            ((LEFT, left), (name, state)),
-            condition,
-            left.columns,
-            tuple(col(c, LEFT) for c in left.columns),
-            negated=True,
-        )
-        self._replace(UnionAll((left, matched), left.columns), left_names)
-
-    def _replace(self, node: Node, *names: dict[tuple[str, str], str]) -> None:
+    def _replace(self, node: Recompute, *names: dict[tuple[str, str], str]) -> None:
         """The inputs become ``node``; the user's columns are read from it by ``names``."""
         self.wrapped += 1
         name = f"__j{self.wrapped}"

@@ -21,9 +21,6 @@ class Scan:
     they are); ``where`` filters stored rows; ``weight`` is the weight of one stored row (the
     literal 1 for a base table, the multiplicity column for a bag view table). A view's
     output is a Scan of its table, so a view over a view reads it exactly like a base table.
-    ``consolidate_change``: its change data feed is read consolidated, because most of it
-    cancels (a DISTINCT's table updates counts the reader does not show: a count going from
-    2 to 3 is a pre- and a post-image of the same row).
     """
 
     table: str
@@ -31,7 +28,6 @@ class Scan:
     weight: exp.Expression = field(default_factory=lambda: exp.Literal.number(1))
     exprs: tuple[exp.Expression, ...] | None = None
     where: exp.Expression | None = None
-    consolidate_change: bool = False
 
     @property
     def inputs(self) -> tuple[Node, ...]:
@@ -63,8 +59,7 @@ class Select:
     """Inner join of its inputs, then a filter, then a projection (select-project-join).
 
     Multilinear in its inputs: the weight of an output row is the product of the weights of
-    the input rows it came from, times -1 when ``negated`` (Z-sets form a group, and
-    negation is linear: an anti-join subtracts the rows its semi-join keeps).
+    the input rows it came from.
     """
 
     sources: tuple[tuple[str, Node], ...]  # (alias, input)
@@ -72,7 +67,6 @@ class Select:
     columns: tuple[str, ...]
     exprs: tuple[exp.Expression, ...]
     laterals: tuple[exp.Expression, ...] = ()  # LATERAL VIEW generators: a flat_map, linear
-    negated: bool = False
 
     @property
     def inputs(self) -> tuple[Node, ...]:
@@ -81,8 +75,7 @@ class Select:
 
 @dataclass(frozen=True, eq=False)
 class UnionAll:
-    """Sum of Z-sets with the same columns (SQL's UNION ALL, positional). A negated branch
-    makes it a difference, whose snapshots are consolidated (``has_negated_branch``)."""
+    """Sum of Z-sets with the same columns (SQL's UNION ALL, positional)."""
 
     branches: tuple[Node, ...]
     columns: tuple[str, ...]
@@ -90,13 +83,6 @@ class UnionAll:
     @property
     def inputs(self) -> tuple[Node, ...]:
         return self.branches
-
-    @property
-    def has_negated_branch(self) -> bool:
-        """A difference: some rows of its branches cancel, so only its consolidated
-        snapshot is a bag of positive weights, which MIN, MAX, a top-k or a recompute's
-        rows need."""
-        return any(isinstance(b, Select) and b.negated for b in self.branches)
 
 
 @dataclass(frozen=True, eq=False)

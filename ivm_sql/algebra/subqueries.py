@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.algebra import aggregates, constants, semi_joins
+from ivm_sql.algebra import aggregates, constants
 from ivm_sql.algebra.joins import Inputs
 from ivm_sql.sqlbuild import alias, col, lit, subquery
 
@@ -294,19 +294,16 @@ def _semi_join(builder, inputs: Inputs, node: exp.Exists | exp.In, negated: bool
     name = f"__q{inputs.wrapped + 1}"
     correlated, local = _split(query) if isinstance(query, exp.Select) else ([], [])
     inner_columns: list[exp.Column] = []
-    if correlated and (
-        any(query.args.get(k) for k in ("group", "having", "distinct", "limit"))
-        or list(aggregates.calls_in(query.expressions[0]))
-    ):
-        raise builder.unsupported(
-            node,
-            "a correlated subquery with GROUP BY, DISTINCT or LIMIT",
-            "decorrelate it into a join in FROM",
-        )
-    mine = _aliases(query)
-    if semi_joins.keyed(builder, inputs, node, negated, query, mine, correlated, local, ctes):
-        return
     if correlated:
+        if any(query.args.get(k) for k in ("group", "having", "distinct", "limit")) or list(
+            aggregates.calls_in(query.expressions[0])
+        ):
+            raise builder.unsupported(
+                node,
+                "a correlated subquery with GROUP BY, DISTINCT or LIMIT",
+                "decorrelate it into a join in FROM",
+            )
+        mine = _aliases(query)
         for conjunct in correlated:
             for column in conjunct.find_all(exp.Column):
                 if column.table.lower() in mine and column not in inner_columns:

@@ -189,7 +189,7 @@ def _term(aliases: list[str], reads: tuple[str, ...]) -> str:
 
 
 def _select_details(node: Select) -> list[str]:
-    details = ["negate: the rows an anti-join subtracts, weight times -1"] if node.negated else []
+    details = []
     if node.condition is not None:
         details.append(f"filter: {_readable(node.condition)}")
     details += [f"flat_map: {_readable(lateral)}" for lateral in node.laterals]

@@ -16,7 +16,4 @@ __all__ = ["change", "initial", "merge", "reader"]
 
 
 def reader(table_name: str, input: Node) -> Scan:
-    """The rows with weight 1; their change is read consolidated, so that only the rows that
-    appear or disappear reach the operators above (a semi-join's key state: a key's count
-    moves on most changes, its presence on few)."""
-    return Scan(table_name, input.columns, consolidate_change=True)
+    return Scan(table_name, input.columns)

@@ -37,7 +37,7 @@ def term_inputs(count: int) -> list[tuple[str, ...]]:
 
 def select_snapshot(node: Select, pins: Pins, when: str, snapshot: Snapshot) -> exp.Select:
     sources = [_snapshot_source(name, child, pins, when, snapshot) for name, child in node.sources]
-    return _assemble(node, sources, _conditions(node, pins, when), _sign(node))
+    return _assemble(node, sources, _conditions(node, pins, when))
 
 
 def select_delta(node: Select, pins: Pins, snapshot: Snapshot, delta: Delta) -> exp.Query | None:
@@ -54,7 +54,7 @@ def select_delta(node: Select, pins: Pins, snapshot: Snapshot, delta: Delta) -> 
                 sources.append((subquery(change, name), col(WEIGHT, name)))
             else:
                 sources.append(_snapshot_source(other_name, other, pins, read, snapshot))
-        terms.append(_assemble(node, sources, _conditions(node, pins, "new"), _sign(node)))
+        terms.append(_assemble(node, sources, _conditions(node, pins, "new")))
     if reads_clock(node.condition) and pins[CLOCK].changed:
         terms.append(_clock_term(node, pins, snapshot))
     return union_all(terms) if terms else None
@@ -66,17 +66,10 @@ def _clock_term(node: Select, pins: Pins, snapshot: Snapshot) -> exp.Select:
     sources = [_snapshot_source(name, child, pins, "old", snapshot) for name, child in node.sources]
     steady = [c for c in _conjuncts(node.condition) if not reads_clock(c)]
     found, sign = crossed([c for c in _conjuncts(node.condition) if reads_clock(c)], pins)
-    if node.negated:
-        sign = exp.Neg(this=exp.Paren(this=sign))
     term = _assemble(node, sources, [*steady, found], sign)
     return exp.select(*(col(c) for c in node.columns), col(WEIGHT)).from_(
         subquery(term, CLOCK_TERM)
     )
-
-
-def _sign(node: Select) -> exp.Expression | None:
-    """-1 for a negated Select (the rows an anti-join subtracts), else no factor."""
-    return lit(-1) if node.negated else None
 
 
 def _conditions(node: Select, pins: Pins, when: str) -> list[exp.Expression]:

@@ -2,7 +2,7 @@
 
 A Scan's change is its Delta change data feed, weighted +1 for inserts and update
 post-images and -1 for deletes and update pre-images; UNION ALL is the sum of its branches'
-changes (a negated branch's are subtracted: negation is linear too).
+changes.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Scan, UnionAll
 from ivm_sql.incremental.versions import Pins
-from ivm_sql.sqlbuild import WEIGHT, alias, col, consolidate, lit, table_at, union_all
+from ivm_sql.sqlbuild import WEIGHT, alias, col, lit, table_at, union_all
 
 CHANGE_TYPE = "_change_type"
 POSITIVE_CHANGES = ("insert", "update_postimage")
@@ -58,18 +58,13 @@ def scan_delta(scan: Scan, pins: Pins, negated: bool = False) -> exp.Select | No
     )
     weight = sign if _is_one(scan.weight) else exp.Mul(this=sign, expression=scan.weight.copy())
     select = exp.select(*scan_projection(scan, weight)).from_(changes)
-    if scan.where is not None:
-        select = select.where(scan.where.copy())
-    return consolidate(select, scan.columns) if scan.consolidate_change else select
+    return select.where(scan.where.copy()) if scan.where is not None else select
 
 
 def union_snapshot(node: UnionAll, pins: Pins, when: str, snapshot) -> exp.Query:
-    """The sum of the branches; a difference (an anti-join's rows minus those its semi-join
-    keeps) consolidated, so that every row's weight is its multiplicity, never negative."""
-    total = union_all(
+    return union_all(
         [_named_as(node, branch, snapshot(branch, pins, when)) for branch in node.branches]
     )
-    return consolidate(total, node.columns) if node.has_negated_branch else total
 
 
 def union_delta(node: UnionAll, pins: Pins, delta) -> exp.Query | None:

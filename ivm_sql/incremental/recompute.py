@@ -54,10 +54,8 @@ def weight_is_one(node: Node) -> bool:
         return isinstance(node.weight, exp.Literal)
     if isinstance(node, Constant):
         return True
-    if isinstance(node, Select):
-        return not node.negated and all(weight_is_one(child) for child in node.inputs)
-    if isinstance(node, UnionAll):
-        return not node.has_negated_branch and all(weight_is_one(b) for b in node.branches)
+    if isinstance(node, (Select, UnionAll)):
+        return all(weight_is_one(child) for child in node.inputs)
     return False
 
 

@@ -391,10 +391,5 @@ def compose(above: Select, reader: Scan) -> Scan:
     if reader.where is not None:
         where = exp.and_(reader.where.copy(), where) if where is not None else reader.where.copy()
     return Scan(
-        reader.table,
-        above.columns,
-        reader.weight,
-        tuple(substitute(e) for e in above.exprs),
-        where,
-        reader.consolidate_change,
+        reader.table, above.columns, reader.weight, tuple(substitute(e) for e in above.exprs), where
     )
