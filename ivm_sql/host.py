@@ -154,17 +154,27 @@ class WarmSnapshots:
     it itself (Delta computes a snapshot's state once, whoever asks), and a state not computed
     here for any reason is computed by the commit that needs it: nothing here is needed for a
     right result. The same thread writes the tables' Delta checkpoints that are due
-    (``physical.checkpoints``), so that no refresh's commit waits for one."""
+    (``physical.checkpoints``), so that no refresh's commit waits for one, and before them
+    the refresh's append to the event log (``Project.flush_log``, 0.5 s of a demo refresh),
+    which the next command of the project waits for (``WarmProjects.opened``)."""
 
     def __init__(self, spark):
         self._spark = spark
-        self._waiting: queue.Queue[tuple[str, int]] = queue.Queue()
+        # a project whose refresh's log append is due, or a table's version to compute
+        self._waiting: queue.Queue[Project | tuple[str, int]] = queue.Queue()
         self._computed: dict[str, int] = {}  # table -> the version whose state was computed
         self._log = DeltaLog(spark)  # this thread's own: what it caches is not a command's
         threading.Thread(target=self._compute, name=WARM_TAG, daemon=True).start()
 
-    def after_refresh(self, written_versions: dict[str, int]) -> None:
-        for table, version in written_versions.items():
+    def after_command(self, project: Project) -> None:
+        """The command's refresh's event log append first, then the state of each table it
+        wrote."""
+        self._waiting.put(project)
+        self.warm(project.written_versions)
+
+    def warm(self, versions: dict[str, int]) -> None:
+        """Compute the state of each table at its version (and write its checkpoint if due)."""
+        for table, version in versions.items():
             if self._computed.get(table) != version:
                 self._waiting.put((table, version))
 
@@ -175,8 +185,12 @@ class WarmSnapshots:
     def _compute(self) -> None:
         self._spark.sparkContext.addJobTag(WARM_TAG)  # a tag is the thread's own
         while True:
-            table, version = self._waiting.get()
+            waiting = self._waiting.get()
             try:
+                if isinstance(waiting, Project):
+                    self._log_of(waiting)
+                    continue
+                table, version = waiting
                 if self._computed.get(table) != version:
                     checkpoints.write_due(self._log, {table: version})
                     compute_state(self._spark, table)
@@ -186,14 +200,18 @@ class WarmSnapshots:
             finally:
                 self._waiting.task_done()
 
+    def _log_of(self, project: Project) -> None:
+        """The project's event log append, then the state of the log table it wrote."""
+        self.warm(project.flush_log())
+
 
 class WarmProjects:
     """What each command learned of its project, for the next command of the same project:
     one command at a time takes it (two at once would write the same dicts), and a command
     that finds it taken starts cold. After each command, ``after_command`` is handed the
-    versions its refresh left the stage tables at (``WarmSnapshots.after_refresh``)."""
+    project, whose refresh's log append and tables' states come next (``WarmSnapshots``)."""
 
-    def __init__(self, after_command: Callable[[dict[str, int]], None]) -> None:
+    def __init__(self, after_command: Callable[[Project], None]) -> None:
         self._idle: dict[Path, Project] = {}
         self._guard = threading.Lock()
         self._after_command = after_command
@@ -201,15 +219,41 @@ class WarmProjects:
     @contextmanager
     def opened(self, path: Path, verbose: bool) -> Iterator[Project]:
         project = Project.open(path, verbose=verbose)
-        project.checkpoints_later = True  # ``WarmSnapshots`` writes them between commands
+        project.hosted = True  # ``WarmSnapshots`` appends its log and writes checkpoints after it
         with self._guard:
             earlier = self._idle.pop(project.root, None)
         if earlier is not None:
+            self._logged(earlier)
             project.keep_warm(earlier)
-        yield project
+        try:
+            yield project
+        except BaseException:  # a command that refreshed, then failed: no later for its log
+            self._logged(project)
+            raise
         with self._guard:  # only after a command that succeeded, as it saves its analysis
             self._idle[project.root] = project
-        self._after_command(project.written_versions)
+        self._after_command(project)
+
+    def flush_logs(self) -> None:
+        """The event log appends still to come (the server is stopping)."""
+        with self._guard:
+            idle = list(self._idle.values())
+        for project in idle:
+            self._logged(project)
+
+    @staticmethod
+    def _logged(project: Project) -> None:
+        """Until the project's last refresh is in the event log (this command may read it: its
+        history, or its learned costs). An append that failed is said once, on this command's
+        stderr; the next refresh logs the stages it left out (``runtime.log_events``)."""
+        project.flush_log()
+        error, project.log_error = project.log_error, None
+        if error is not None:
+            hint = f"\n  hint: {error.hint}" if error.hint else ""
+            print(
+                f"ivm: the last refresh is missing from the refresh log: {error.message}{hint}",
+                file=sys.stderr,
+            )
 
 
 class Command:
@@ -304,7 +348,7 @@ class Server:
         self.stopping = threading.Event()
         self.stdout = ThreadStreams(sys.stdout)
         self.stderr = ThreadStreams(sys.stderr)
-        self.projects = WarmProjects(WarmSnapshots(spark.newSession()).after_refresh)
+        self.projects = WarmProjects(WarmSnapshots(spark.newSession()).after_command)
 
     def serve(self) -> None:
         path = socket_path(self.root)
@@ -338,6 +382,7 @@ class Server:
             command.interrupt("ivm server: stopping (ivm server stop); this command is interrupted")
         for command in running:
             command.done.wait(DRAIN_SECONDS)
+        self.projects.flush_logs()  # before the warm thread's jobs are cancelled: it may be in one
         self.spark.sparkContext.cancelJobsWithTag(WARM_TAG)
         self.spark.stop()
 

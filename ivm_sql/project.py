@@ -104,9 +104,16 @@ class Project:
         # and its event log): the server has Delta compute their state before the next one
         # (ivm_sql.host.WarmSnapshots)
         self.written_versions: dict[str, int] = {}
-        # whether the tables' Delta checkpoints are written after each command by another
-        # (``ivm server``'s WarmSnapshots), not by the refresh (``physical.checkpoints``)
-        self.checkpoints_later = False
+        # whether what a refresh's next command does not need comes after the command, done by
+        # another (``ivm server``'s WarmSnapshots): the tables' Delta checkpoints
+        # (``physical.checkpoints``) and the refresh's append to the event log (``flush_log``)
+        self.hosted = False
+        # the event log append a hosted refresh left for later, run once by ``flush_log``
+        self._pending_log: tuple[object, delta_log.DeltaLog, log_events.Recorder] | None = None
+        self._log_guard = threading.Lock()
+        # a hosted refresh's event log append that failed after its command: the next command
+        # of the project says so (``ivm_sql.host``)
+        self.log_error: IvmError | None = None
 
     @classmethod
     def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> Project:
@@ -254,6 +261,7 @@ class Project:
         selected = {n.lower() for n in names} if names is not None else None
         plans = self.plans(names)
         learning = self.config.history.log and self.config.history.learn
+        self.flush_log()  # the last refresh's costs teach this plan's
         cost = self._cost_model(
             log_events.summary_of(self.delta_log(), self.database) if learning else None
         ).weighing(stages_above(plans))
@@ -309,6 +317,7 @@ class Project:
             else None
         )
         clock = now or datetime.now(UTC)
+        self.flush_log()  # an earlier refresh's, in this command: its costs teach this one's
         logging = self.config.history.log
         recorder = log_events.start(log, self.database, clock) if logging else None
         # the refresh's own session, its event log append's too: the commit record and txn
@@ -331,23 +340,45 @@ class Project:
             if recorder is not None:
                 self._log_refresh(session, log, recorder, failed=error)
             raise
-        if recorder is not None:
-            self._log_refresh(session, log, recorder)
         self.written_versions = {
             stage.table: refresher.current[stage.table]
             for plan in plans
             for stage in plan.stages
             if stage.table in refresher.current
         }
-        if recorder is not None and recorder.events:  # its append, too, checks its txn version
-            events_table = refresh_log.table_in(self.database)
-            self.written_versions[events_table] = log.latest_version(events_table)
-        if not self.checkpoints_later:  # after the refresh's last commit
-            checkpoints.write_due(log, self.written_versions)
+        if recorder is not None:
+            with self._log_guard:
+                self._pending_log = (session, log, recorder)
+        if not self.hosted:
+            self.written_versions.update(self.flush_log())
+            checkpoints.write_due(log, self.written_versions)  # after the refresh's last commit
         return streamed + reports, {
             **streams,
             **{table: refresher.current[table] for plan in plans for table in plan.base_tables},
         }
+
+    def flush_log(self) -> dict[str, int]:
+        """Run the event log append the last refresh left (``hosted``: the server runs it
+        between commands, and a command that takes this project over first waits for it);
+        nothing when there is none. The log table's new version, when the append wrote one: its
+        commit, too, carries a txn version, whose check reads the table's state. A hosted
+        append that fails is kept in ``log_error``: its command has ended."""
+        with self._log_guard:
+            pending, self._pending_log = self._pending_log, None
+            if pending is None:
+                return {}
+            session, log, recorder = pending
+            try:
+                self._log_refresh(session, log, recorder)
+            except IvmError as error:
+                if not self.hosted:
+                    raise
+                self.log_error = error
+                return {}
+            if not recorder.events:
+                return {}
+            events_table = refresh_log.table_in(self.database)
+            return {events_table: log.latest_version(events_table)}
 
     def _log_refresh(
         self,
@@ -435,6 +466,7 @@ class Project:
                     f"no view named {view}",
                     hint=f"views of this project: {', '.join(sorted(known)) or 'none'}",
                 )
+        self.flush_log()  # the last refresh is part of its history
         return log_reports.read(self.spark, self.delta_log(), self.database, qualified, limit)
 
     def status(self) -> list[ViewStatus]:

@@ -85,14 +85,14 @@ def test_a_refresh_writes_the_checkpoints_due_after_its_commits(project: Project
 
 
 def test_under_the_server_the_checkpoints_wait_for_the_command_to_end(project: Project) -> None:
-    """With ``checkpoints_later`` (the server's projects), a refresh writes no checkpoint;
+    """With ``hosted`` (the server's projects), a refresh writes no checkpoint;
     ``WarmSnapshots`` writes the one due after the command, while the user reads its output."""
-    project.checkpoints_later = True
+    project.hosted = True
     table = stage_table(project)
     for value in range(EVERY + 1):
         latest = refreshed_after_an_insert(project, value)
     assert checkpointed(project, table) == [], "a refresh wrote a checkpoint the server owed"
     snapshots = WarmSnapshots(project.spark)
-    snapshots.after_refresh(project.written_versions)
+    snapshots.after_command(project)
     snapshots.wait()
     assert checkpointed(project, table) == [latest]

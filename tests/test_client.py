@@ -14,6 +14,7 @@ import pytest
 from ivm_sql import wire
 from ivm_sql.client import served
 from ivm_sql.host import ClientStream, Command, WarmProjects
+from ivm_sql.project import Project
 from ivm_sql.server_record import SOCKET_PATH_MOST, socket_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,7 +115,7 @@ def test_a_client_stream_is_text_and_says_whether_it_is_a_terminal() -> None:
 
 
 def test_the_next_command_of_a_project_starts_warm(project: Path) -> None:
-    handed: list[dict[str, int]] = []
+    handed: list[Project] = []
     projects = WarmProjects(handed.append)
     with projects.opened(project, False) as first:
         first._plans["a view"] = "its plan"
@@ -127,8 +128,8 @@ def test_the_next_command_of_a_project_starts_warm(project: Path) -> None:
     (project / "ivm.yaml").write_text("database: other\n")
     with projects.opened(project, False) as changed:  # other settings: nothing is taken over
         assert changed._plans == {}
-    # each command's stage versions, for WarmSnapshots: none refreshed here
-    assert handed == [{}] * 4
+    # each command's project, for WarmSnapshots: none refreshed here
+    assert [p.written_versions for p in handed] == [{}] * 4
 
 
 def test_the_client_loads_neither_spark_nor_the_compiler() -> None:

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from ivm_sql.cli import app
 from ivm_sql.errors import RefreshError
+from ivm_sql.host import WarmProjects, WarmSnapshots
 from ivm_sql.project import Project
 from ivm_sql.runtime import log_events
 from ivm_sql.storage import refresh_log
@@ -83,6 +84,57 @@ def test_each_refresh_that_runs_a_stage_logs_its_stages_once(spark, tmp_project)
     version = log_version(project)
     project.refresh()  # nothing changed: no stage ran, nothing appended
     assert log_version(project) == version
+
+
+def test_under_the_server_the_append_comes_after_the_command(spark, tmp_project) -> None:
+    """A hosted refresh (``ivm server``'s) leaves its append for after its command; a second
+    refresh of the same project appends the first's before it reads the log, and the server's
+    thread appends the last one, then computes the log table's state."""
+    project = opened(spark, tmp_project)
+    project.hosted = True
+    project.refresh()
+    assert not project.delta_log().exists(refresh_log.table_in(project.database))
+    project.sql("INSERT INTO orders VALUES (4, 3, 9)")
+    project.refresh()
+    first = {r.refresh_id for r in log_rows(project)}
+    assert len(first) == 1, "the second refresh did not append the first's events first"
+    snapshots = WarmSnapshots(spark)
+    snapshots.after_command(project)
+    snapshots.wait()
+    both = {r.refresh_id for r in log_rows(project)}
+    assert len(both) == 2 and first < both
+    assert project.flush_log() == {}, "an append was left for later twice"
+
+
+def test_under_the_server_a_failed_append_is_said_by_the_next_command(
+    spark, tmp_project, capsys, monkeypatch
+) -> None:
+    """The append of a hosted refresh fails after its command has ended: the next command of
+    the project says so on its stderr, once, and its refresh logs the stages left out."""
+    first = opened(spark, tmp_project)
+    first.refresh()  # the log exists: a refresh can tell the stages other refreshes left out
+    root = first.root
+    open_project = Project.open
+    monkeypatch.setattr(
+        Project, "open", lambda path, verbose: open_project(path, spark=spark, verbose=verbose)
+    )
+    projects = WarmProjects(lambda project: None)
+    with projects.opened(root, verbose=False) as project:
+        project.sql("INSERT INTO orders VALUES (4, 3, 9)")
+        project.refresh()
+    failure = RefreshError("the refresh log could not be written: disk full")
+    with mock.patch.object(log_events, "append", side_effect=failure):
+        assert project.flush_log() == {}
+    assert project.log_error is failure
+    with projects.opened(project.root, verbose=False) as again:
+        assert "missing from the refresh log: the refresh log could not be written" in (
+            capsys.readouterr().err
+        )
+        again.sql("INSERT INTO orders VALUES (5, 3, 2)")
+        again.refresh()
+        again.flush_log()
+    logged = log_rows(again)
+    assert {r.outcome for r in logged} == {"ok", log_events.OUTCOME_UNLOGGED}, logged
 
 
 def test_a_recompute_and_an_error_are_logged_with_their_reason(spark, tmp_project) -> None:

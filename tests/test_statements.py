@@ -172,7 +172,7 @@ def test_tables_whose_delta_state_the_server_computed_commit_with_one_job_less_e
 
     def warmed(tables: dict[str, int]) -> None:
         snapshots = WarmSnapshots(spark)
-        snapshots.after_refresh(tables)
+        snapshots.warm(tables)
         snapshots.wait()
 
     cold = refresh_after_an_insert()
