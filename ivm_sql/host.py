@@ -187,8 +187,8 @@ class WarmSnapshots:
         while True:
             waiting = self._waiting.get()
             try:
-                if isinstance(waiting, Project):
-                    self._log_of(waiting)
+                if isinstance(waiting, Project):  # its log append, then the log table's state
+                    self.warm(waiting.flush_log())
                     continue
                 table, version = waiting
                 if self._computed.get(table) != version:
@@ -199,10 +199,6 @@ class WarmSnapshots:
                 pass
             finally:
                 self._waiting.task_done()
-
-    def _log_of(self, project: Project) -> None:
-        """The project's event log append, then the state of the log table it wrote."""
-        self.warm(project.flush_log())
 
 
 class WarmProjects:
