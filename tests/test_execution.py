@@ -7,9 +7,11 @@ interpreted in some rounds and compiled in others (tests/oracle.py).
 from __future__ import annotations
 
 import uuid
+from unittest import mock
 
 import sqlglot
 
+from ivm_sql import project as project_module
 from ivm_sql.physical.execution import (
     SMALL_DATA,
     SMALL_DATA_SETTINGS,
@@ -18,6 +20,9 @@ from ivm_sql.physical.execution import (
     is_small,
     scanned_versions,
 )
+from ivm_sql.project import Project
+from ivm_sql.runtime.refresh import Refresher
+from ivm_sql.session import REFRESH_SETTINGS
 from ivm_sql.storage.delta_log import DeltaLog
 
 
@@ -73,3 +78,52 @@ def test_table_size_comes_from_the_commits_checksum_file(spark, tmp_path) -> Non
         assert DeltaLog(spark).size_bytes(table, 1) is None  # no checksum: size unknown
     finally:
         spark.sql(f"DROP TABLE {table}")
+
+
+# a harmless setting no session of the run sets, standing in for REFRESH_SETTINGS' own (which
+# the run's sessions all start with, as ivm started their JVM)
+STAND_IN = "spark.sql.maxMetadataStringLength"
+
+
+@mock.patch.dict(REFRESH_SETTINGS, {STAND_IN: "101"})
+def test_a_refresh_in_a_users_own_session_has_ivms_refresh_settings_and_leaves_it_as_it_was(
+    spark, tmp_project
+) -> None:
+    """``Project.open(spark=...)`` with a session that does not set REFRESH_SETTINGS (such as
+    Delta's check of each commit against a replay of the log, off UTC): each refresh runs
+    in a session of its own that has them; the user's session is left as it was, and a
+    value it sets wins."""
+    users = spark.newSession()
+    project = Project.open(
+        tmp_project(
+            {
+                "migrations/0001_t.sql": "CREATE TABLE t (k INT) USING DELTA;",
+                "views/v.sql": "CREATE VIEW v AS SELECT k, count(*) AS n FROM t GROUP BY k;",
+            }
+        ),
+        spark=users,
+    )
+    project.migrate()
+    project.sql("INSERT INTO t VALUES (1), (1), (2)")
+    sessions = []
+    with mock.patch.object(project_module, "Refresher", side_effect=spy(sessions)):
+        project.refresh()
+    assert sessions[-1] is not users
+    assert sessions[-1].conf.get(STAND_IN, None) == "101"
+    assert users.conf.get(STAND_IN, None) is None
+    users.conf.set(STAND_IN, "102")
+    project.sql("INSERT INTO t VALUES (3)")
+    with mock.patch.object(project_module, "Refresher", side_effect=spy(sessions)):
+        project.refresh()
+    assert sessions[-1].conf.get(STAND_IN) == "102"
+    assert sorted(project.sql("SELECT k, n FROM v").rows) == [(1, 2), (2, 1), (3, 1)]
+
+
+def spy(sessions: list):
+    """A stand-in for ``Refresher`` that keeps the session it is given and builds the real one."""
+
+    def build(session, **options):
+        sessions.append(session)
+        return Refresher(session, **options)
+
+    return build
