@@ -32,6 +32,7 @@ from oracle import (
     MakeProject,
     RandomChanges,
     ViewSpec,
+    apply_changes,
     as_large,
     compare_views,
     global_recomputes,
@@ -185,14 +186,12 @@ def run_views(
     project = batch.project
     project.migrate()
     changes = RandomChanges(random.Random(data_seed))
-    for statement in changes.initial():
-        project.sql(statement)
+    apply_changes(project, changes.initial())
     batch.refresh("first refresh", as_large_tables=True, first=True)
     batch.compare(f"data seed {data_seed}, initial load")
     for round_ in range(1, rounds + 1):
         statements = changes.round(table_rows(project), empty=EMPTIED.get(round_))
-        for statement in statements:
-            project.sql(statement)
+        apply_changes(project, statements)
         label = f"data seed {data_seed}, round {round_}"
         batch.refresh(label, as_large_tables=round_ % 2 == 0)
         batch.compare(label + "\n  changes:\n    " + ";\n    ".join(statements))

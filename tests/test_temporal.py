@@ -17,6 +17,7 @@ from oracle import (
     ChurnTable,
     MakeProject,
     ViewSpec,
+    apply_changes,
     churned,
     compare_views,
     sql_literal,
@@ -209,8 +210,7 @@ def test_temporal_filters_follow_the_clock_across_their_bounds(
         now += timedelta(minutes=minutes)
         current = {t: project.sql(f"SELECT * FROM {t}").rows for t in ("events", "kinds")}
         statements = events.statements(now, rows, current) if rows else []
-        for statement in statements:
-            project.sql(statement)
+        apply_changes(project, statements)
         reports = {r.view.split(".")[-1]: r for r in project.refresh(now=now)}
         label = f"seed {seed}, round {round_} at {now:%H:%M}\n  changes:\n    " + ";\n    ".join(
             statements
