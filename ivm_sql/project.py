@@ -40,7 +40,7 @@ from ivm_sql.runtime import watch as watching
 from ivm_sql.runtime.refresh import Refresher, StageStart, ViewReport
 from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.verify import VerifyResult, verify_views
-from ivm_sql.session import refresh_session
+from ivm_sql.session import apply_refresh_settings
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
 from ivm_sql.storage import concurrent, delta_log, refresh_log
 from ivm_sql.viewdefs import ViewDef, load_views
@@ -324,7 +324,7 @@ class Project:
         # the refresh's own session, its event log append's too: the commit record and txn
         # version are session settings, which a refresh in another thread must not touch
         session = concurrent.own_session(self.spark)
-        refresh_session(session, self.spark)
+        apply_refresh_settings(session, self.spark)
         refresher = Refresher(
             session,
             full=full,

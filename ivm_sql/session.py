@@ -47,7 +47,7 @@ MIN_JAVA = 17
 JAVA_ADVICE = f"Install OpenJDK {MIN_JAVA} (e.g. `apt-get install openjdk-{MIN_JAVA}-jre-headless`) and set JAVA_HOME."
 
 # Settings of the sessions ivm refreshes in: ivm's own (below), and the session each refresh
-# makes of a user's own (``Project.open(spark=...)``, ``refresh_session``), unless that sets them.
+# makes of a user's own (``Project.open(spark=...)``, ``apply_refresh_settings``), unless that sets them.
 REFRESH_SETTINGS: dict[str, str] = {
     # Where the session, the JVM or the machine is not on UTC, Delta checks the file list each
     # commit keeps in its checksum file against a full replay of the log, a Spark job per
@@ -162,7 +162,7 @@ def session_settings(config: Config, project_dir: Path) -> dict[str, str]:
     return settings
 
 
-def refresh_session(session, parent) -> None:
+def apply_refresh_settings(session, parent) -> None:
     """Give ``session``, made from ``parent`` for one refresh, the REFRESH_SETTINGS that
     ``parent`` does not set: a user's own session stays as it is."""
     if session is parent:  # over Spark Connect, where a session has no child
