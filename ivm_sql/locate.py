@@ -1,5 +1,5 @@
-"""Which folder is the project: an ivm.yaml, or a Spark Declarative Pipelines spec here or
-above. Read by every command before anything else (the thin client too), so it imports
+"""Which folder is the project: an ivm.yaml, a dbt project (its dbt_project.yml), or a Spark
+Declarative Pipelines spec here or above. Read by every command before anything else (the thin client too), so it imports
 nothing heavy."""
 
 from __future__ import annotations
@@ -12,11 +12,19 @@ CONFIG_FILE = "ivm.yaml"
 SPEC_FILE_NAMES = ("spark-pipeline.yaml", "spark-pipeline.yml")  # the order spark-pipelines tries
 
 
+DBT_PROJECT_FILE = "dbt_project.yml"
+
+
 def is_ivm_project(root: Path) -> bool:
-    """An ivm.yaml with no pipeline spec beside it: a project of ivm's own."""
+    """An ivm.yaml with no pipeline spec and no dbt project beside it: a project of ivm's own."""
     return (root / CONFIG_FILE).is_file() and not any(
-        (root / name).is_file() for name in SPEC_FILE_NAMES
+        (root / name).is_file() for name in (*SPEC_FILE_NAMES, DBT_PROJECT_FILE)
     )
+
+
+def is_dbt_project(root: Path) -> bool:
+    """A folder holding dbt_project.yml (an ivm.yaml beside it adds ivm's own settings)."""
+    return (root / DBT_PROJECT_FILE).is_file()
 
 
 def find_spec(folder: Path) -> Path | None:
@@ -38,7 +46,7 @@ def project_root(path: str | Path) -> Path | None:
     """The project folder ``ivm -p path`` names: ``path`` itself for an ivm project, else the
     folder of the nearest pipeline spec at or above it; None when there is neither."""
     root = Path(path).resolve()
-    if is_ivm_project(root):
+    if is_ivm_project(root) or is_dbt_project(root):
         return root
     spec = find_spec(root)
     return None if spec is None else spec.parent

@@ -23,10 +23,19 @@ from ivm_sql.compiler.order import compile_views
 from ivm_sql.compiler.plan import ViewPlan, stages_above
 from ivm_sql.compiler.render import render
 from ivm_sql.config import Config, load_config
+from ivm_sql.dbt.models import DbtModels
+from ivm_sql.dbt.settings import dbt_config
 from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
-from ivm_sql.locate import CONFIG_FILE, SPEC_FILE_NAMES, find_spec, is_ivm_project
+from ivm_sql.locate import (
+    CONFIG_FILE,
+    DBT_PROJECT_FILE,
+    SPEC_FILE_NAMES,
+    find_spec,
+    is_dbt_project,
+    is_ivm_project,
+)
 from ivm_sql.physical import checkpoints
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.pipelines import pipeline as pipelines
@@ -85,11 +94,14 @@ class Project:
         spark=None,
         verbose: bool = False,
         spec: PipelineSpec | None = None,
+        dbt: DbtModels | None = None,
     ):
         self.root = root
         self.config = config
         # a Spark Declarative Pipelines project's spec: its libraries are the views
         self.spec = spec
+        # a dbt project's models: those marked materialized_view are the views
+        self.dbt = dbt
         self.verbose = verbose
         self._spark = spark
         # query schemas analyzed by Spark and (table, Delta id, version) -> its columns, kept
@@ -118,18 +130,25 @@ class Project:
 
     @classmethod
     def open(cls, path: str | Path = ".", spark=None, verbose: bool = False) -> Project:
-        """The project in ``path``: a folder holding ivm.yaml, or a Spark Declarative Pipelines
-        project (a spark-pipeline.yml in ``path`` or, as spark-pipelines finds it, in an
-        ancestor; an ivm.yaml beside it adds ivm's own settings). With ``spark``, that session
+        """The project in ``path``: a folder holding ivm.yaml; a dbt project (its
+        dbt_project.yml in ``path``: the models marked materialized_view are the views, dbt
+        compiles them); or a Spark Declarative Pipelines project (a spark-pipeline.yml in
+        ``path`` or, as spark-pipelines finds it, in an ancestor). An ivm.yaml beside a
+        dbt_project.yml or a spec adds ivm's own settings. With ``spark``, that session
         (already configured for Delta) is used instead of building one."""
         root = Path(path).resolve()
         config_path = root / CONFIG_FILE
         if is_ivm_project(root):
             return cls(root, load_config(config_path), spark, verbose)
+        if is_dbt_project(root):
+            models = DbtModels(root)
+            schema, _ = models.views()  # dbt's errors before anything else
+            config = dbt_config(schema, config_path if config_path.is_file() else None)
+            return cls(root, config, spark, verbose, dbt=models)
         spec_path = find_spec(root)
         if spec_path is None:
             raise ConfigError(
-                f"no {CONFIG_FILE} in {root}, nor a {SPEC_FILE_NAMES[1]} here or above",
+                f"no {CONFIG_FILE} or {DBT_PROJECT_FILE} in {root}, nor a {SPEC_FILE_NAMES[1]} here or above",
                 hint="run ivm in a project folder, or pass --project DIR",
             )
         spec, beside = load_spec(spec_path), spec_path.parent / CONFIG_FILE
@@ -182,6 +201,7 @@ class Project:
             earlier.root == self.root
             and earlier.config == self.config
             and earlier.spec == self.spec
+            and earlier.dbt == self.dbt
         ):
             self._plans, self._analysis, self._locations = (
                 earlier._plans,
@@ -199,6 +219,8 @@ class Project:
     def views(self) -> list[ViewDef]:
         if self.spec is not None:
             return list(self.pipeline().views)
+        if self.dbt is not None:
+            return list(self.dbt.views()[1])
         folder = self.config.folder(self.root, "views")
         return load_views(folder) if folder is not None else []
 
