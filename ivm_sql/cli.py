@@ -19,6 +19,7 @@ from ivm_sql import server as servers
 from ivm_sql import server_record as records
 from ivm_sql.errors import IvmError
 from ivm_sql.graph import Format, choose_format, draw, image_path, text
+from ivm_sql.locate import is_dbt_project
 from ivm_sql.progress import RefreshProgress, round_line
 from ivm_sql.project import Project
 from ivm_sql.runtime.lifecycle import TOMBSTONE_HOURS, ViewState
@@ -180,10 +181,14 @@ def init(
         None, help="Folder of the new project (default: --project, or here)."
     ),
 ) -> None:
-    """Create a new project: ivm.yaml, views/ and migrations/ with one example each."""
+    """Create a new project: ivm.yaml, views/ and migrations/ with one example each. In a dbt
+    project, write the materialization that leaves its marked models to ivm instead."""
     from ivm_sql.scaffold import create_project
 
     root = folder if folder is not None else ctx.obj["path"]
+    if is_dbt_project(Path(root)):
+        _init_dbt(Path(root))
+        return
     try:
         written = create_project(root)
     except (IvmError, OSError) as error:
@@ -196,6 +201,23 @@ def init(
     for path in written:
         out.print(f"created {path}", markup=False)
     out.print(f"next: ivm -p {root} migrate, then ivm -p {root} refresh", markup=False)
+
+
+def _init_dbt(root: Path) -> None:
+    from ivm_sql.dbt.macro import write_macro
+
+    try:
+        written = write_macro(root)
+    except OSError as error:
+        err.print(f"[red]error: cannot write {root}: {error.strerror}[/red]")
+        raise typer.Exit(1) from None
+    if written is None:
+        out.print(f"{root} has ivm's materialization already", markup=False)
+    else:
+        out.print(f"created {written}", markup=False)
+    out.print(
+        "next: dbt seed / dbt run for what the marked models read, then ivm refresh", markup=False
+    )
 
 
 @app.command()

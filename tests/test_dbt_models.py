@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 from sqlglot import exp
+from typer.testing import CliRunner
 
+from ivm_sql.cli import app
+from ivm_sql.dbt.macro import MACRO, MACRO_FILE
 from ivm_sql.dbt.manifest import compile_project
 from ivm_sql.dbt.views import marked_views
 from ivm_sql.errors import ConfigError, UnsupportedError
@@ -118,3 +121,17 @@ def test_marked_models_in_two_schemas_are_refused_at_the_models_file(tmp_path: P
     with pytest.raises(UnsupportedError, match="in one schema") as raised:
         marked_views(compiled)
     assert str(raised.value.location) == "models/marts/elsewhere.sql:1"
+
+
+def test_ivm_init_in_a_dbt_project_writes_its_materialization_once(tmp_path: Path) -> None:
+    """``ivm init`` in a dbt project writes the materialization that leaves the marked models
+    to ivm, and nothing else; a second run leaves it; dbt compiles the project with it."""
+    root = write(tmp_path / "shop", PROJECT)
+    first = CliRunner().invoke(app, ["-p", str(root), "init"])
+    assert first.exit_code == 0, first.output
+    assert (root / MACRO_FILE).read_text(encoding="utf-8") == MACRO
+    assert not (root / "ivm.yaml").exists() and not (root / "views").exists()
+    again = CliRunner().invoke(app, ["-p", str(root), "init"])
+    assert again.exit_code == 0 and "already" in again.output
+    compiled = compile_project(root, tmp_path / "target", profiles_dir=root)
+    assert len(compiled.marked()) == 3
