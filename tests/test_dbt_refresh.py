@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ivm_sql.dbt.macro import write_macro
 from ivm_sql.project import Project
 
 pytest.importorskip("dbt.cli.main", reason="dbt is not installed (pip install 'ivm-sql[dbt]')")
@@ -71,3 +72,42 @@ def test_a_dbt_projects_marked_models_are_kept_incrementally(spark, tmp_path: Pa
     assert sorted(project.sql("SELECT * FROM revenue").rows) == [("FR", 1, 1), ("NL", 2, 35)]
     assert project.sql("SELECT * FROM big_countries").rows == [("NL",)]
     assert all(result.ok for result in project.verify())
+
+
+def test_dbt_run_leaves_the_marked_models_to_ivm_and_dbt_test_reads_them(
+    spark, tmp_path: Path
+) -> None:
+    """With ``ivm init``'s materialization, ``dbt run`` (dbt-spark's session method, in this
+    process: the same Spark) builds the other models and runs none of the marked ones'
+    statements; ``dbt test`` runs the project's tests on the models ivm keeps."""
+    from dbt.cli.main import dbtRunner
+
+    schema = f"t_{uuid.uuid4().hex[:8]}"
+    root = dbt_project(tmp_path / "shop", schema)
+    (root / "models/marts/schema.yml").write_text(
+        "version: 2\nmodels:\n  - name: revenue\n    columns:\n"
+        "      - name: country\n        data_tests: [unique, not_null]\n",
+        encoding="utf-8",
+    )
+    write_macro(root)
+    project = Project.open(root, spark=spark)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {schema}")
+    project.sql("CREATE TABLE orders (id INT, customer_id INT, amount INT) USING DELTA")
+    project.sql("CREATE TABLE customers (id INT, country STRING) USING DELTA")
+    project.sql("INSERT INTO customers VALUES (1, 'NL'), (2, 'FR')")
+    project.sql("INSERT INTO orders VALUES (1, 1, 5), (2, 2, 20)")
+    project.refresh()
+    kept = {v: spark.table(f"{schema}.{v}").inputFiles() for v in ("revenue", "big_countries")}
+    options = ["--project-dir", str(root), "--profiles-dir", str(root)]
+    options += ["--target-path", str(tmp_path / "dbt_target"), "--log-level", "none"]
+    ran = dbtRunner().invoke(["run", *options])
+    assert ran.success, ran.exception
+    assert {r.node.name: r.status for r in ran.result.results} == {
+        "stg_orders": "success",
+        "revenue": "success",
+        "big_countries": "success",
+    }
+    assert spark.catalog.tableExists(f"{schema}.stg_orders")  # dbt's own view model
+    assert {v: spark.table(f"{schema}.{v}").inputFiles() for v in kept} == kept  # untouched
+    tested = dbtRunner().invoke(["test", *options])
+    assert tested.success and {r.status for r in tested.result.results} == {"pass"}
