@@ -21,6 +21,7 @@ from ivm_sql.analysis_cache import AnalysisCache, spark_identity
 from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler.order import compile_views
 from ivm_sql.compiler.plan import ViewPlan, stages_above
+from ivm_sql.compiler.reads import check_made_elsewhere
 from ivm_sql.compiler.render import render
 from ivm_sql.config import Config, load_config
 from ivm_sql.dbt.models import DbtModels
@@ -252,6 +253,8 @@ class Project:
         log = log if log is not None else self.delta_log()
         if self.spec is not None:
             check_sources(log, self.pipeline(), self.database)
+        if self.dbt is not None:
+            check_made_elsewhere(log, views, self.dbt.made_by_dbt(), self.database)
         catalog = SparkCatalog(self.spark, log, self._analysis.schemas, self._analysis.columns)
         plans = compile_views(
             views, catalog, self.database, self._plans, self.config.refresh.policy

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from ivm_sql.cli import app
 from ivm_sql.dbt.macro import MACRO, MACRO_FILE
 from ivm_sql.dbt.manifest import compile_project
-from ivm_sql.dbt.views import marked_views
+from ivm_sql.dbt.views import made_by_dbt, marked_views
 from ivm_sql.errors import ConfigError, UnsupportedError
 from ivm_sql.syntax import DIALECT
 
@@ -135,3 +135,41 @@ def test_ivm_init_in_a_dbt_project_writes_its_materialization_once(tmp_path: Pat
     assert again.exit_code == 0 and "already" in again.output
     compiled = compile_project(root, tmp_path / "target", profiles_dir=root)
     assert len(compiled.marked()) == 3
+
+
+def test_errors_name_the_model_file_and_line_and_what_dbt_must_build(tmp_path: Path) -> None:
+    """A model's lines are its file's: dbt's CTEs of ephemeral models put before it do not
+    count, and SQL inlined from a ``view`` model or an ephemeral one is placed at the line
+    that reads it. A table dbt makes is described as dbt's, with the command that builds it.
+    A marked Python model is refused at its file."""
+    files = {
+        **PROJECT,
+        "models/marts/lines.sql": "-- one\n-- two\nselect b.id,\n  c.country\nfrom {{ ref('big_orders') }} as b\n"
+        "join {{ ref('countries') }} as c on b.customer_id = c.id",
+    }
+    root = write(tmp_path / "shop", files)
+    compiled = compile_project(root, tmp_path / "target", profiles_dir=root)
+    view = {v.name: v for v in marked_views(compiled)[1]}["lines"]
+    by_name = {t.name: t for t in view.query.find_all(exp.Table)}
+    assert str(view.locate(by_name["countries"])) == "models/marts/lines.sql:6"
+    assert str(view.locate(by_name["orders"])) == "models/marts/lines.sql:5"  # big_orders' CTE
+    column = next(c for c in view.query.find_all(exp.Column) if c.name == "country")
+    assert str(view.locate(column)) == "models/marts/lines.sql:4"
+    made = made_by_dbt(compiled)
+    assert (
+        made["shop.countries"].what == "dbt's table model countries (models/staging/countries.sql)"
+    )
+    assert made["shop.countries"].hint == "build it first: dbt run --select countries"
+    assert made["shop.orders"].what == "dbt's source raw.orders (models/staging/sources.yml)"
+    python = write(
+        tmp_path / "python",
+        {
+            **PROJECT,
+            "models/marts/scores.py": "def model(dbt, session):\n"
+            "    dbt.config(materialized='materialized_view')\n"
+            "    return dbt.ref('stg_orders')\n",
+        },
+    )
+    with pytest.raises(UnsupportedError, match="scores is a python model") as raised:
+        marked_views(compile_project(python, tmp_path / "t2", profiles_dir=python))
+    assert str(raised.value.location) == "models/marts/scores.py:1"

@@ -3,11 +3,15 @@ not take."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from ivm_sql.catalog import Catalog, Schema
 from ivm_sql.compiler.plan import ViewPlan
 from ivm_sql.errors import SqlError
+from ivm_sql.storage.delta_log import DeltaLog
 from ivm_sql.viewdefs import ViewDef
 
 
@@ -62,3 +66,38 @@ def input_schemas(
             )
         schemas[full] = columns
     return schemas
+
+
+@dataclass(frozen=True)
+class MadeElsewhere:
+    """A table a view reads that another tool makes (a pipeline's Python dataset, a dbt
+    seed): what it is, and how to make it."""
+
+    what: str  # "a Python table at raw.py:3", "dbt's seed customers (seeds/customers.csv)"
+    hint: str
+
+
+def check_made_elsewhere(
+    log: DeltaLog, views: Iterable[ViewDef], made: dict[str, MadeElsewhere], database: str
+) -> None:
+    """Raise at the first read of a table of ``made`` (by qualified name) that is not a
+    Delta table yet: one error at the view's line that says who makes it, before the
+    generic one of a missing table."""
+    for view in views:
+        for name, node in table_nodes(view, database):
+            full = name if "." in name else f"{database}.{name}"
+            table = made.get(full)
+            if table is None:
+                continue
+            if not log.exists(full):
+                raise SqlError(
+                    f"view {view.name} reads {node.name}, {table.what}, which is not a table yet",
+                    location=view.locate(node),
+                    hint=table.hint,
+                )
+            if not log.is_delta(full):
+                raise SqlError(
+                    f"view {view.name} reads {node.name}, {table.what}, which is not a Delta table",
+                    location=view.locate(node),
+                    hint="ivm reads a source's changes from Delta's change data feed: write it as Delta",
+                )

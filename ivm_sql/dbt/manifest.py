@@ -34,6 +34,9 @@ class Model:
     sql: str  # dbt's compiled SQL
     path: Path  # the model's file, relative to the project
     depends_on: tuple[str, ...]  # unique ids of the nodes it reads
+    # lines dbt added before the model's own SQL: the ephemeral models it reads, as CTEs
+    injected_lines: int = 0
+    language: str = "sql"  # or python
 
     @property
     def marked(self) -> bool:
@@ -45,12 +48,36 @@ class Model:
 
 
 @dataclass(frozen=True)
+class BaseTable:
+    """A node the marked models read as a table of their own: a seed, a source, a snapshot,
+    or a model dbt builds as a table (``table``, ``incremental``)."""
+
+    name: str
+    kind: str  # seed, source, snapshot, or the model's materialization
+    relation: str
+    path: Path  # the file that declares it
+
+    def describe(self) -> str:
+        kind = self.kind if self.kind in NODE_KINDS else f"{self.kind} model"
+        return f"dbt's {kind} {self.name} ({self.path})"
+
+    def hint(self) -> str:
+        if self.kind == "source":
+            return "load the source's table first, as Delta: ivm reads its changes from Delta's change data feed"
+        return f"build it first: {NODE_KINDS.get(self.kind, 'dbt run --select')} {self.name}"
+
+
+# what builds each kind of node that is not a model
+NODE_KINDS = {"seed": "dbt seed --select", "snapshot": "dbt snapshot --select", "source": ""}
+
+
+@dataclass(frozen=True)
 class Compiled:
     """What ivm needs of a compiled dbt project."""
 
     root: Path
     models: dict[str, Model]  # by unique id: the marked models and the models they read
-    relations: dict[str, str]  # every other node they read (sources, seeds, snapshots), by id
+    others: dict[str, BaseTable]  # every other node they read (sources, seeds, snapshots), by id
 
     def marked(self) -> list[Model]:
         return [m for m in self.models.values() if m.marked]
@@ -115,12 +142,12 @@ def read_manifest(root: Path, manifest: Path) -> Compiled:
         for unique_id in needed
         if nodes[unique_id]["resource_type"] == "model"
     }
-    relations = {
-        unique_id: _relation(nodes[unique_id])
+    others = {
+        unique_id: _base_table(nodes[unique_id])
         for unique_id in needed
         if nodes[unique_id]["resource_type"] != "model"
     }
-    return Compiled(root, models, relations)
+    return Compiled(root, models, others)
 
 
 def _read_by_marked(nodes: dict[str, dict]) -> list[str]:
@@ -150,7 +177,18 @@ def _model(node: dict) -> Model:
         sql=node.get("compiled_code") or "",
         path=Path(node["original_file_path"]),
         depends_on=tuple(node["depends_on"]["nodes"]),
+        injected_lines=sum(cte["sql"].count("\n") for cte in node.get("extra_ctes", ())),
+        language=node.get("language", "sql"),
     )
+
+
+def _base_table(node: dict) -> BaseTable:
+    name = (
+        node["name"]
+        if node["resource_type"] != "source"
+        else f"{node['source_name']}.{node['name']}"
+    )
+    return BaseTable(name, node["resource_type"], _relation(node), Path(node["original_file_path"]))
 
 
 def _relation(node: dict) -> str:

@@ -13,8 +13,9 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ivm_sql.compiler.reads import MadeElsewhere
 from ivm_sql.dbt.manifest import compile_project
-from ivm_sql.dbt.views import marked_views
+from ivm_sql.dbt.views import made_by_dbt, marked_views
 from ivm_sql.viewdefs import ViewDef
 
 # folders of a dbt project that dbt writes, or ivm: not part of what it compiles
@@ -28,9 +29,7 @@ PROFILES_FILE = "profiles.yml"
 class DbtModels:
     root: Path
     target: str | None = None  # the profile's target (None: its default)
-    _last: tuple[tuple, str, tuple[ViewDef, ...]] | None = field(
-        default=None, repr=False, compare=False
-    )
+    _last: _Compiled | None = field(default=None, repr=False, compare=False)
 
     @property
     def profiles_dir(self) -> Path | None:
@@ -41,14 +40,30 @@ class DbtModels:
     def views(self) -> tuple[str, tuple[ViewDef, ...]]:
         """The schema of the marked models and each as a view, compiled by dbt when a file
         it reads changed since the last time."""
+        last = self._compiled()
+        return last.schema, last.views
+
+    def made_by_dbt(self) -> dict[str, MadeElsewhere]:
+        """The tables the marked models read that dbt makes, by relation."""
+        return self._compiled().made
+
+    def _compiled(self) -> _Compiled:
         fingerprint = _fingerprint(self.root)
-        if self._last is None or self._last[0] != fingerprint:
+        if self._last is None or self._last.fingerprint != fingerprint:
             compiled = compile_project(
                 self.root, self.root / ".ivm" / "dbt", self.profiles_dir, self.target
             )
             schema, views = marked_views(compiled)
-            self._last = (fingerprint, schema, tuple(views))
-        return self._last[1], self._last[2]
+            self._last = _Compiled(fingerprint, schema, tuple(views), made_by_dbt(compiled))
+        return self._last
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    fingerprint: tuple
+    schema: str
+    views: tuple[ViewDef, ...]
+    made: dict[str, MadeElsewhere]
 
 
 def _fingerprint(root: Path) -> tuple:

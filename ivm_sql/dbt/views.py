@@ -17,11 +17,14 @@ import dataclasses
 
 from sqlglot import exp
 
-from ivm_sql.dbt.manifest import Compiled, Model
+from ivm_sql.compiler.reads import MadeElsewhere
+from ivm_sql.dbt.manifest import BaseTable, Compiled, Model
 from ivm_sql.errors import UnsupportedError
 from ivm_sql.viewdefs import ViewDef, parse_view
 
 INLINED = "view"  # the materialization whose SQL is inlined where it is read
+EPHEMERAL = "ephemeral"  # dbt inlines these itself, as CTEs
+EPHEMERAL_PREFIX = "__dbt__cte__"  # how dbt names an ephemeral model's CTE
 
 
 def marked_views(compiled: Compiled) -> tuple[str, list[ViewDef]]:
@@ -33,10 +36,27 @@ def marked_views(compiled: Compiled) -> tuple[str, list[ViewDef]]:
     by_relation = {m.relation: m for m in compiled.models.values()}
     views = []
     for model in marked:
+        if model.language != "sql":
+            raise UnsupportedError(
+                f"model {model.name} is a {model.language} model: ivm keeps SQL models",
+                location=model.location,
+                hint="materialize it as a table (dbt builds it, ivm reads its changes) and mark the SQL models that read it",
+            )
         name = model.relation.rpartition(".")[2]
-        view = parse_view(f"CREATE VIEW {name} AS\n{model.sql}", model.location)
+        view = _parsed(name, model)
         views.append(dataclasses.replace(view, query=_resolved(view.query, by_relation, schema)))
     return schema, views
+
+
+def made_by_dbt(compiled: Compiled) -> dict[str, MadeElsewhere]:
+    """Every table the marked models read that dbt makes (seeds, sources, snapshots, table
+    and incremental models), by relation: what it is and what builds it."""
+    tables = list(compiled.others.values()) + [
+        BaseTable(m.name, m.materialized, m.relation, m.path)
+        for m in compiled.models.values()
+        if not m.marked and m.materialized not in (INLINED, EPHEMERAL)
+    ]
+    return {t.relation: MadeElsewhere(t.describe(), t.hint()) for t in tables}
 
 
 def _one_schema(marked: list[Model]) -> str:
@@ -71,10 +91,46 @@ def _resolved(query: exp.Query, by_relation: dict[str, Model], schema: str) -> e
             return exp.Table(this=exp.to_identifier(node.name), alias=node.args.get("alias"))
         if model.materialized != INLINED:
             return node
-        inner = parse_view(f"CREATE VIEW {node.name} AS\n{model.sql}", model.location).query
+        inner = _resolved(_parsed(node.name, model).query, by_relation, schema)
+        _place_at(inner, node)
         return exp.Subquery(
-            this=_resolved(inner, by_relation, schema),
+            this=inner,
             alias=exp.TableAlias(this=exp.to_identifier(node.alias_or_name, quoted=True)),
         )
 
     return query.copy().transform(replace, copy=False)
+
+
+def _parsed(name: str, model: Model) -> ViewDef:
+    """The model as a view, its lines the model file's: those of dbt's compiled SQL less the
+    CTEs dbt put before it (ephemeral models, placed where the model reads them), which are
+    the model's own lines unless Jinja added or removed some."""
+    view = parse_view(f"CREATE VIEW {name} AS {model.sql}", model.location)
+    if model.injected_lines:
+        ctes = [
+            t
+            for t in view.query.find_all(exp.Table)
+            if t.name.startswith(EPHEMERAL_PREFIX) and _line(t) > model.injected_lines
+        ]
+        read_at = min((_line(t) for t in ctes), default=model.injected_lines + 1)
+        for identifier in view.query.find_all(exp.Identifier):
+            line = identifier.meta.get("line")
+            if line is not None:
+                identifier.meta["line"] = (
+                    line if line > model.injected_lines else read_at
+                ) - model.injected_lines
+    return view
+
+
+def _line(node: exp.Expression) -> int:
+    return next((i.meta["line"] for i in node.find_all(exp.Identifier) if "line" in i.meta), 0)
+
+
+def _place_at(inlined: exp.Expression, read: exp.Table) -> None:
+    """Give the inlined SQL of a ``view`` model the position of the read it replaces: an
+    error inside it is reported at the line of the model that reads it, in that file."""
+    line = _line(read)
+    for identifier in inlined.find_all(exp.Identifier):
+        identifier.meta.pop("line", None)
+        if line:
+            identifier.meta["line"] = line

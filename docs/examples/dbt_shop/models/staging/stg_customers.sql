@@ -1,0 +1,2 @@
+select id as customer_id, name, coalesce(country, 'unknown') as country
+from {{ ref('customers') }}
