@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ivm_sql import report_json
@@ -168,7 +169,8 @@ def opened(ctx: typer.Context, as_json: bool = False, lines: bool = False) -> It
 def _fail(
     error: IvmError, code: int, as_json: bool, plain: str | None = None, lines: bool = False
 ) -> None:
-    err.print(plain or f"[red]{error}[/red]", markup=plain is None)
+    # the message is text, not markup: "ivm-sql[dbt]" or "a[0]" in it stays as it is
+    err.print(plain or f"[red]{escape(str(error))}[/red]", markup=plain is None)
     if as_json:
         typer.echo(report_json.dumps(report_json.error_document(error), lines))
     raise typer.Exit(code) from None

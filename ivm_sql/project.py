@@ -25,7 +25,7 @@ from ivm_sql.compiler.reads import check_made_elsewhere
 from ivm_sql.compiler.render import render
 from ivm_sql.config import Config, load_config
 from ivm_sql.dbt.models import DbtModels
-from ivm_sql.dbt.settings import dbt_config
+from ivm_sql.dbt.settings import dbt_config, in_models_schema
 from ivm_sql.errors import ConfigError, IvmError, SqlError
 from ivm_sql.graph import Graph, project_graph, view_circuit
 from ivm_sql.incremental.temporal import moment
@@ -142,10 +142,10 @@ class Project:
         if is_ivm_project(root):
             return cls(root, load_config(config_path), spark, verbose)
         if is_dbt_project(root):
+            config = dbt_config(config_path if config_path.is_file() else None)
             models = DbtModels(root)
-            schema, _ = models.views()  # dbt's errors before anything else
-            config = dbt_config(schema, config_path if config_path.is_file() else None)
-            return cls(root, config, spark, verbose, dbt=models)
+            schema, _ = models.views()  # dbt's errors before Spark starts
+            return cls(root, in_models_schema(config, schema), spark, verbose, dbt=models)
         spec_path = find_spec(root)
         if spec_path is None:
             raise ConfigError(

@@ -1019,6 +1019,79 @@ MIGRATIONS = [
 # running a case ---------------------------------------------------------------------------------
 
 
+# dbt projects: dbt compiles them, before Spark starts ---------------------------------------
+
+DBT_PROJECT = """name: shop
+version: "1.0"
+profile: shop
+models:
+  shop:
+    marts:
+      +materialized: materialized_view
+"""
+DBT_PROFILE = "shop:\n  target: dev\n  outputs:\n    dev: {type: spark, method: session, host: NA, schema: shop}\n"
+
+
+def dbt_project(models: dict[str, str], profile: str = DBT_PROFILE, **files: str) -> dict:
+    return {
+        "dbt_project.yml": DBT_PROJECT,
+        "profiles.yml": profile,
+        **{f"models/marts/{name}": text for name, text in models.items()},
+        **files,
+    }
+
+
+DBT = [
+    Case(
+        "dbt-model-does-not-compile",
+        dbt_project({"v.sql": "select * from {{ ref('nowhere') }}"}),
+        ("compile",),
+        "dbt could not compile the project: Compilation Error Model 'model.shop.v' (models/marts/v.sql) depends on a node named 'nowhere'",
+        "dbt_project.yml",
+        config=False,
+    ),
+    Case(
+        "dbt-profile-missing",
+        dbt_project({"v.sql": "select 1 as one"}, profile="other: {}\n"),
+        ("refresh",),
+        "Could not find profile named 'shop'",
+        "dbt_project.yml",
+        config=False,
+    ),
+    Case(
+        "dbt-marked-python-model",
+        dbt_project(
+            {
+                "v.py": "def model(dbt, session):\n    dbt.config(materialized='materialized_view')\n"
+                "    return session.range(3)\n"
+            }
+        ),
+        ("status",),
+        "model v is a python model: ivm keeps SQL models",
+        "models/marts/v.py:1",
+        config=False,
+    ),
+    Case(
+        "dbt-marked-models-in-two-schemas",
+        dbt_project(
+            {"a.sql": "select 1 as one", "b.sql": "{{ config(schema='other') }}\nselect 2 as two"}
+        ),
+        ("compile",),
+        "ivm keeps a project's marked models in one schema",
+        "models/marts/b.sql:1",
+        config=False,
+    ),
+    Case(
+        "dbt-ivm-yaml-names-views",
+        dbt_project({"v.sql": "select 1 as one"}, **{"ivm.yaml": "views: views\n"}),
+        ("compile",),
+        "ivm.yaml names a views folder, but dbt_project.yml beside it makes the marked models the views",
+        "ivm.yaml:1",
+        config=False,
+    ),
+]
+
+
 def write_project(root: Path, files: dict[str, str | bytes], database: str | None) -> Path:
     """The case's files under ``root``; ivm.yaml names ``database`` (if given) unless the case
     writes one that names a database, or one that is not text."""
@@ -1095,6 +1168,28 @@ def test_refused_before_spark_starts(case: Case, tmp_path: Path, no_spark: None)
     assert_one_clear_message(result, case, root)
     assert snapshot(root) == before
     assert not (root / ".ivm").exists()
+
+
+@pytest.mark.parametrize("case", DBT, ids=str)
+def test_refused_dbt_project(case: Case, tmp_path: Path, no_spark: None) -> None:
+    """dbt compiles the project without Spark; what it or ivm refuses leaves nothing behind
+    (not even the folder dbt compiles into)."""
+    pytest.importorskip("dbt.cli.main", reason="dbt is not installed (pip install 'ivm-sql[dbt]')")
+    test_refused_before_spark_starts(case, tmp_path, no_spark)
+
+
+def test_a_dbt_project_without_dbt_installed_says_what_to_install(
+    tmp_path: Path, no_spark: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "dbt.cli.main", None)  # what import finds when it is absent
+    case = Case(
+        "dbt-not-installed",
+        dbt_project({"v.sql": "select 1 as one"}),
+        ("compile",),
+        "dbt_project.yml makes this a dbt project, and dbt is not installed hint: install dbt for Spark: pip install 'ivm-sql[dbt]'",
+        config=False,
+    )
+    test_refused_before_spark_starts(case, tmp_path, no_spark)
 
 
 @pytest.mark.parametrize(("args", "says"), USAGE)
@@ -1357,7 +1452,16 @@ def closed_port() -> Iterator[int]:
 
 
 def test_the_corpus_is_large_and_its_cases_distinct() -> None:
-    cases = VIEW_SYNTAX + VIEW_STATEMENTS + CONFIG + COMMAND_LINE + PIPELINES + CATALOG + MIGRATIONS
+    cases = (
+        VIEW_SYNTAX
+        + VIEW_STATEMENTS
+        + CONFIG
+        + COMMAND_LINE
+        + PIPELINES
+        + DBT
+        + CATALOG
+        + MIGRATIONS
+    )
     assert len({c.id for c in cases}) == len(cases)
     assert len({(tuple(sorted(map(str, c.files.items()))), c.args) for c in cases}) == len(cases)
     assert len(cases) + len(USAGE) >= 60

@@ -32,7 +32,7 @@ class Model:
     relation: str  # what other models' compiled SQL reads it as: schema.identifier, lower case
     materialized: str  # view, table, incremental, ephemeral, materialized_view, ...
     sql: str  # dbt's compiled SQL
-    path: Path  # the model's file, relative to the project
+    path: Path  # the model's file
     depends_on: tuple[str, ...]  # unique ids of the nodes it reads
     # lines dbt added before the model's own SQL: the ephemeral models it reads, as CTEs
     injected_lines: int = 0
@@ -108,6 +108,7 @@ def compile_project(
         "--no-populate-cache",  # compile without a connection: dbt lists no schema first
         "--log-level",
         "none",  # its errors come back as one of ours
+        "--no-send-anonymous-usage-stats",  # no network call, no .user.yml in the project
     ]
     if profiles_dir is not None:
         arguments += ["--profiles-dir", str(profiles_dir)]
@@ -138,7 +139,7 @@ def read_manifest(root: Path, manifest: Path) -> Compiled:
     nodes = {**data["nodes"], **data["sources"]}
     needed = _read_by_marked(nodes)
     models = {
-        unique_id: _model(nodes[unique_id])
+        unique_id: _model(nodes[unique_id], root)
         for unique_id in needed
         if nodes[unique_id]["resource_type"] == "model"
     }
@@ -168,14 +169,14 @@ def _read_by_marked(nodes: dict[str, dict]) -> list[str]:
     return seen
 
 
-def _model(node: dict) -> Model:
+def _model(node: dict, root: Path) -> Model:
     return Model(
         unique_id=node["unique_id"],
         name=node["name"],
         relation=_relation(node),
         materialized=node["config"]["materialized"],
         sql=node.get("compiled_code") or "",
-        path=Path(node["original_file_path"]),
+        path=root / node["original_file_path"],
         depends_on=tuple(node["depends_on"]["nodes"]),
         injected_lines=sum(cte["sql"].count("\n") for cte in node.get("extra_ctes", ())),
         language=node.get("language", "sql"),

@@ -10,12 +10,14 @@ stays between commands.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ivm_sql.compiler.reads import MadeElsewhere
 from ivm_sql.dbt.manifest import compile_project
 from ivm_sql.dbt.views import made_by_dbt, marked_views
+from ivm_sql.errors import IvmError
 from ivm_sql.viewdefs import ViewDef
 
 # folders of a dbt project that dbt writes, or ivm: not part of what it compiles
@@ -23,6 +25,7 @@ WRITTEN = {"target", "logs", "dbt_packages", ".ivm", ".git", "__pycache__"}
 # what dbt reads: models, macros, tests, seeds' and sources' settings, the project file
 READ_SUFFIXES = (".sql", ".yml", ".yaml", ".csv", ".py", ".md")
 PROFILES_FILE = "profiles.yml"
+STATE = ".ivm"  # ivm's folder in the project: dbt compiles into its dbt/
 
 
 @dataclass
@@ -50,10 +53,15 @@ class DbtModels:
     def _compiled(self) -> _Compiled:
         fingerprint = _fingerprint(self.root)
         if self._last is None or self._last.fingerprint != fingerprint:
-            compiled = compile_project(
-                self.root, self.root / ".ivm" / "dbt", self.profiles_dir, self.target
-            )
-            schema, views = marked_views(compiled)
+            target = self.root / STATE / "dbt"
+            created = next((f for f in (target.parent, target) if not f.exists()), None)
+            try:
+                compiled = compile_project(self.root, target, self.profiles_dir, self.target)
+                schema, views = marked_views(compiled)
+            except IvmError:
+                if created is not None:  # a project refused leaves nothing behind
+                    shutil.rmtree(created, ignore_errors=True)
+                raise
             self._last = _Compiled(fingerprint, schema, tuple(views), made_by_dbt(compiled))
         return self._last
 

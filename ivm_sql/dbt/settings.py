@@ -19,15 +19,22 @@ from ivm_sql.errors import ConfigError
 DEFAULT_SCHEMA = "default"  # a project with no marked model yet
 
 
-def dbt_config(schema: str, ivm_yaml: Path | None) -> Config:
+def dbt_config(ivm_yaml: Path | None) -> Config:
+    """ivm's own keys from the ``ivm.yaml`` beside dbt_project.yml, checked before dbt
+    compiles anything: one that names a views folder is refused."""
     config = load_config(ivm_yaml) if ivm_yaml is not None else Config()
-    database = schema or DEFAULT_SCHEMA
     if "views" in config.locations:
         raise ConfigError(
             "ivm.yaml names a views folder, but dbt_project.yml beside it makes the marked models the views",
             location=config.locations["views"],
             hint="remove views: from ivm.yaml",
         )
+    return config
+
+
+def in_models_schema(config: Config, schema: str) -> Config:
+    """``config`` with the marked models' schema (from dbt) as its database."""
+    database = schema or DEFAULT_SCHEMA
     if "database" in config.locations and config.database != database:
         raise ConfigError(
             f"ivm.yaml's database {config.database} is not the marked models' schema ({database}, from dbt)",

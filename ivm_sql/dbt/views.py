@@ -14,6 +14,7 @@ one dbt compiled. What it reads follows dbt's lineage:
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 from sqlglot import exp
 
@@ -52,7 +53,7 @@ def made_by_dbt(compiled: Compiled) -> dict[str, MadeElsewhere]:
     """Every table the marked models read that dbt makes (seeds, sources, snapshots, table
     and incremental models), by relation: what it is and what builds it."""
     tables = list(compiled.others.values()) + [
-        BaseTable(m.name, m.materialized, m.relation, m.path)
+        BaseTable(m.name, m.materialized, m.relation, m.path.relative_to(compiled.root))
         for m in compiled.models.values()
         if not m.marked and m.materialized not in (INLINED, EPHEMERAL)
     ]
@@ -60,17 +61,20 @@ def made_by_dbt(compiled: Compiled) -> dict[str, MadeElsewhere]:
 
 
 def _one_schema(marked: list[Model]) -> str:
-    schemas = {_schema(m) for m in marked}
-    if len(schemas) > 1:
-        first = marked[0]
-        other = next(m for m in marked if _schema(m) != _schema(first))
+    """The schema of the marked models; one kept elsewhere than most is refused at its file."""
+    by_path = sorted(marked, key=lambda m: m.path)
+    schemas = Counter(_schema(m) for m in by_path)  # ties: the first model's schema wins
+    schema = schemas.most_common(1)[0][0]
+    other = next((m for m in by_path if _schema(m) != schema), None)
+    if other is not None:
+        first = next(m for m in by_path if _schema(m) == schema)
         raise UnsupportedError(
             f"model {other.name} is kept in {_schema(other)}, model {first.name} in "
-            f"{_schema(first)}: ivm keeps a project's marked models in one schema",
+            f"{schema}: ivm keeps a project's marked models in one schema",
             location=other.location,
             hint="give the marked models one schema (+schema in dbt_project.yml)",
         )
-    return schemas.pop()
+    return schema
 
 
 def _schema(model: Model) -> str:
