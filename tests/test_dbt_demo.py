@@ -12,14 +12,18 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from oracle import RandomChanges, apply_changes, bag_diffs, describe, table_rows
+from test_server import ok, strategies
 
-from ivm_sql.errors import SqlError
+from ivm_sql.errors import IvmError, SqlError
 from ivm_sql.project import Project
+from ivm_sql.server import stop
 
 pytest.importorskip("dbt.cli.main", reason="dbt is not installed (pip install 'ivm-sql[dbt]')")
 
@@ -49,9 +53,11 @@ def dbt(root: Path, *command: str) -> list:
     from dbt.cli.main import dbtRunner
 
     options = ["--project-dir", str(root), "--profiles-dir", str(root), "--log-level", "none"]
-    result = dbtRunner().invoke([*command, *options])
-    assert result.success, f"dbt {' '.join(command)}: {result.exception or result.result}"
-    return list(result.result.results) if hasattr(result.result, "results") else []
+    result = dbtRunner().invoke([*command, *options, "--no-send-anonymous-usage-stats"])
+    results = list(getattr(result.result, "results", ()))
+    failed = [r.message for r in results if r.status in ("error", "fail")]
+    assert result.success, f"dbt {' '.join(command)}: {result.exception or failed}"
+    return results
 
 
 def as_tables(root: Path, schema: str, seeds_schema: str) -> Path:
@@ -114,3 +120,80 @@ def test_the_demo_dbt_projects_models_equal_what_dbt_run_builds(spark, tmp_path:
     dbt(root, "docs", "generate")
     catalog = json.loads((root / "target" / "catalog.json").read_text(encoding="utf-8"))
     assert {f"model.shop.{name}" for name in MARKED} <= set(catalog["nodes"])
+
+
+def test_a_table_model_dbt_rebuilds_is_recomputed_with_its_reason_or_refused(
+    spark, tmp_path: Path
+) -> None:
+    """A marked model that reads a ``table`` model: ``dbt run`` replaces that table whole
+    (CREATE OR REPLACE), which Delta's change data feed cannot describe. The next refresh
+    recomputes the model and says why; under ``INCREMENTAL STRICT`` it refuses instead."""
+    schema = f"t_{uuid.uuid4().hex[:8]}"
+    root = tmp_path / "dbt_shop"
+    shutil.copytree(DEMO, root)
+    (root / "profiles.yml").write_text(profile(schema), encoding="utf-8")
+    (root / "ivm.yaml").write_text(INCREMENTAL, encoding="utf-8")
+    (root / "models" / "staging" / "countries.sql").write_text(
+        "{{ config(materialized='table', file_format='delta') }}\n"
+        "select distinct country from {{ ref('stg_customers') }}",
+        encoding="utf-8",
+    )
+    (root / "models" / "marts" / "countries_sold.sql").write_text(
+        "select c.country, count(r.customer_id) as customers\n"
+        "from {{ ref('countries') }} as c left join {{ ref('customer_revenue') }} as r\n"
+        "  on r.country = c.country group by c.country",
+        encoding="utf-8",
+    )
+    dbt(root, "seed")
+    dbt(root, "run", "--select", "+countries")
+    project = Project.open(root, spark=spark)
+    assert {r.action for r in project.refresh()} == {"created"}
+    project.sql("INSERT INTO customers VALUES (9, 'Lin', 'CN', 4)")
+    dbt(root, "run", "--select", "+countries")  # replaced whole
+    reports = {r.view.split(".")[-1]: r for r in project.refresh()}
+    assert reports["countries_sold"].action == "recomputed"
+    assert (
+        f"{schema}.countries had a CREATE OR REPLACE TABLE AS SELECT"
+        in reports["countries_sold"].reason
+    )
+    assert reports["customer_revenue"].action == "incremental"
+    assert ("CN", 1) in project.sql("SELECT * FROM countries_sold").rows
+    (root / "ivm.yaml").write_text("refresh: {policy: incremental strict}\n", encoding="utf-8")
+    strict = Project.open(root, spark=spark)
+    dbt(root, "run", "--select", "+countries")
+    with pytest.raises(IvmError, match="countries had a CREATE OR REPLACE TABLE AS SELECT"):
+        strict.refresh()
+
+
+@pytest.mark.server
+def test_dbt_commands_and_ivm_share_the_servers_spark(tmp_path: Path) -> None:
+    """The command-line way (docs/dbt.md): ``ivm server start``, then dbt's commands with
+    ``eval "$(ivm server env)"``: dbt-spark's ``session`` method runs over Spark Connect in
+    the server's Spark, so dbt's seeds are the tables ivm reads, and ``dbt run`` sees the
+    models ivm created."""
+    root = tmp_path / "dbt_shop"
+    shutil.copytree(DEMO, root)
+    dbt_command = f"{Path(sys.executable).parent / 'dbt'} --no-send-anonymous-usage-stats"
+    env = f'eval "$({sys.executable} -m ivm_sql.client -p {root} server env)" && cd {root}'
+
+    def dbt_over_connect(command: str) -> str:
+        result = subprocess.run(
+            ["bash", "-c", f"{env} && {dbt_command} {command}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    try:
+        ok(root, "server", "start")
+        assert "PASS=3" in dbt_over_connect("seed")
+        assert strategies(ok(root, "refresh")) == ["created (new)"] * 3
+        assert "PASS=5" in dbt_over_connect("run")
+        ok(root, "sql", "UPDATE orders SET qty = qty + 1 WHERE id = 3")
+        refreshed = strategies(ok(root, "refresh"))
+        assert len(refreshed) == 3 and "unchanged" not in refreshed, refreshed
+        assert "PASS=5" in dbt_over_connect("test")
+    finally:
+        stop(root)
