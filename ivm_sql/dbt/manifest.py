@@ -83,11 +83,10 @@ class Compiled:
         return [m for m in self.models.values() if m.marked]
 
 
-def compile_project(
-    root: Path, target_path: Path, profiles_dir: Path | None = None, target: str | None = None
-) -> Compiled:
+def compile_project(root: Path, target_path: Path, profiles_dir: Path | None = None) -> Compiled:
     """Compile the dbt project at ``root`` with dbt itself, into ``target_path``; raise one
     clear error when dbt is missing or the project does not compile."""
+    root, target_path = root.resolve(), target_path.resolve()  # dbt reads relative ones from root
     try:
         from dbt.cli.main import dbtRunner
     except ImportError:
@@ -112,8 +111,6 @@ def compile_project(
     ]
     if profiles_dir is not None:
         arguments += ["--profiles-dir", str(profiles_dir)]
-    if target is not None:
-        arguments += ["--target", target]
     result = dbtRunner().invoke(arguments)
     if not result.success:
         raise ConfigError(
