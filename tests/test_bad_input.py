@@ -663,12 +663,18 @@ PIPELINES = [
 # the command line: found before Spark starts --------------------------------------------------
 
 COMMAND_LINE = [
-    Case("no-ivm-yaml", {"views/v.sql": FINE_VIEW}, ("status",), "no ivm.yaml in", config=False),
+    Case(
+        "no-ivm-yaml",
+        {"views/v.sql": FINE_VIEW},
+        ("status",),
+        "no ivm.yaml or dbt_project.yml in",
+        config=False,
+    ),
     Case(
         "ivm-yaml-is-a-folder",
         {"ivm.yaml/readme.txt": "not a file"},
         ("compile",),
-        "no ivm.yaml in",
+        "no ivm.yaml or dbt_project.yml in",
         config=False,
     ),
     Case(

@@ -197,7 +197,7 @@ def test_missing_ivm_yaml_is_one_clear_error(tmp_path: Path) -> None:
     result = ivm(tmp_path, "status")
     assert result.exit_code == 1
     assert_no_traceback(result)
-    assert f"no ivm.yaml in {tmp_path.resolve()}" in flat(result.stderr)
+    assert f"no ivm.yaml or dbt_project.yml in {tmp_path.resolve()}" in flat(result.stderr)
     assert "--project" in result.stderr  # the hint says how to point at a project
 
 

@@ -27,13 +27,11 @@ INSTALL_HINT = "install dbt for Spark: pip install 'ivm-sql[dbt]'"
 class Model:
     """One dbt model, compiled."""
 
-    unique_id: str  # model.<package>.<name>
     name: str
     relation: str  # what other models' compiled SQL reads it as: schema.identifier, lower case
     materialized: str  # view, table, incremental, ephemeral, materialized_view, ...
     sql: str  # dbt's compiled SQL
     path: Path  # the model's file
-    depends_on: tuple[str, ...]  # unique ids of the nodes it reads
     # lines dbt added before the model's own SQL: the ephemeral models it reads, as CTEs
     injected_lines: int = 0
     language: str = "sql"  # or python
@@ -168,13 +166,11 @@ def _read_by_marked(nodes: dict[str, dict]) -> list[str]:
 
 def _model(node: dict, root: Path) -> Model:
     return Model(
-        unique_id=node["unique_id"],
         name=node["name"],
         relation=_relation(node),
         materialized=node["config"]["materialized"],
         sql=node.get("compiled_code") or "",
         path=root / node["original_file_path"],
-        depends_on=tuple(node["depends_on"]["nodes"]),
         injected_lines=sum(cte["sql"].count("\n") for cte in node.get("extra_ctes", ())),
         language=node.get("language", "sql"),
     )
