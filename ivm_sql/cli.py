@@ -185,41 +185,28 @@ def init(
 ) -> None:
     """Create a new project: ivm.yaml, views/ and migrations/ with one example each. In a dbt
     project, write the materialization that leaves its marked models to ivm instead."""
+    from ivm_sql.dbt.macro import write_macro
     from ivm_sql.scaffold import create_project
 
-    root = folder if folder is not None else ctx.obj["path"]
-    if is_dbt_project(Path(root)):
-        _init_dbt(Path(root))
-        return
+    root = Path(folder if folder is not None else ctx.obj["path"])
+    dbt = is_dbt_project(root)
     try:
-        written = create_project(root)
+        written = [write_macro(root)] if dbt else create_project(root)
     except (IvmError, OSError) as error:
-        err.print(
-            f"[red]{error}[/red]"
-            if isinstance(error, IvmError)
-            else f"[red]error: cannot write {root}: {error.strerror}[/red]"
-        )
-        raise typer.Exit(1) from None
+        if isinstance(error, OSError):
+            error = IvmError(f"cannot write {root}: {error.strerror}")
+        _fail(error, 1, as_json=False)
     for path in written:
-        out.print(f"created {path}", markup=False)
-    out.print(f"next: ivm -p {root} migrate, then ivm -p {root} refresh", markup=False)
-
-
-def _init_dbt(root: Path) -> None:
-    from ivm_sql.dbt.macro import write_macro
-
-    try:
-        written = write_macro(root)
-    except OSError as error:
-        err.print(f"[red]error: cannot write {root}: {error.strerror}[/red]")
-        raise typer.Exit(1) from None
-    if written is None:
-        out.print(f"{root} has ivm's materialization already", markup=False)
+        out.print(
+            f"created {path}" if path else f"{root} has ivm's materialization already", markup=False
+        )
+    if dbt:
+        out.print(
+            "next: dbt seed / dbt run for what the marked models read, then ivm refresh",
+            markup=False,
+        )
     else:
-        out.print(f"created {written}", markup=False)
-    out.print(
-        "next: dbt seed / dbt run for what the marked models read, then ivm refresh", markup=False
-    )
+        out.print(f"next: ivm -p {root} migrate, then ivm -p {root} refresh", markup=False)
 
 
 @app.command()

@@ -194,6 +194,7 @@ def test_dbt_commands_and_ivm_share_the_servers_spark(tmp_path: Path) -> None:
         ok(root, "sql", "UPDATE orders SET qty = qty + 1 WHERE id = 3")
         refreshed = strategies(ok(root, "refresh"))
         assert len(refreshed) == 3 and "unchanged" not in refreshed, refreshed
+        ok(root, "verify")  # exit 1 on any model that differs from its SELECT
         assert "PASS=5" in dbt_over_connect("test")
     finally:
         stop(root)

@@ -43,3 +43,12 @@ def test_init_makes_a_project_that_migrates_refreshes_and_verifies(
         f"SELECT kind, events, total FROM {database}.events_per_kind ORDER BY kind"
     ).collect()
     assert [tuple(r) for r in rows] == [("click", 2, 8), ("view", 1, 1)]
+
+
+def test_init_where_it_cannot_write_is_one_message_and_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "a_file").write_text("", encoding="utf-8")
+    folder = tmp_path / "a_file" / "project"
+    result = CliRunner().invoke(app, ["init", str(folder)], env={"COLUMNS": "250"})
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"error: cannot write {folder}: Not a directory"
+    assert result.stdout == ""

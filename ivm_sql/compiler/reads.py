@@ -80,13 +80,13 @@ class MadeElsewhere:
 def check_made_elsewhere(
     log: DeltaLog, views: Iterable[ViewDef], made: dict[str, MadeElsewhere], database: str
 ) -> None:
-    """Raise at the first read of a table of ``made`` (by qualified name) that is not a
-    Delta table yet: one error at the view's line that says who makes it, before the
-    generic one of a missing table."""
+    """Raise at the first read of a table of ``made`` (by qualified name, lower case) that
+    is not a Delta table yet: one error at the view's line that says who makes it, before
+    the generic one of a missing table."""
     for view in views:
         for name, node in table_nodes(view, database):
             full = name if "." in name else f"{database}.{name}"
-            table = made.get(full)
+            table = made.get(full.lower())
             if table is None:
                 continue
             if not log.exists(full):

@@ -153,15 +153,15 @@ def _read_by_marked(nodes: dict[str, dict]) -> list[str]:
         for unique_id, node in nodes.items()
         if node["resource_type"] == "model" and node["config"].get("materialized") == MARK
     ]
-    seen: list[str] = []
+    seen: dict[str, None] = {}  # in the order found
     pending = list(marked)
     while pending:
         unique_id = pending.pop()
         if unique_id in seen or unique_id not in nodes:
             continue
-        seen.append(unique_id)
+        seen[unique_id] = None
         pending.extend(nodes[unique_id].get("depends_on", {}).get("nodes", ()))
-    return seen
+    return list(seen)
 
 
 def _model(node: dict, root: Path) -> Model:

@@ -32,5 +32,5 @@ def check_sources(log: DeltaLog, pipeline: Pipeline, database: str) -> None:
         },
     }
     check_made_elsewhere(
-        log, pipeline.views, {f"{database}.{n.lower()}": m for n, m in made.items()}, database
+        log, pipeline.views, {f"{database}.{n}".lower(): m for n, m in made.items()}, database
     )
