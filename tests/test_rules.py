@@ -569,8 +569,8 @@ class TestStages:
 
     def test_merge_statement_is_none_when_no_source_changed(self) -> None:
         (stage,) = plan("CREATE VIEW v AS SELECT t.a FROM t JOIN u ON t.a = u.a").stages
-        assert stage.merge_statement({"db.t": Versions.at(4, 4), "db.u": Versions.at(2, 2)}) is None
-        merge = parse(stage.merge_statement({"db.t": Versions.at(4, 4), "db.u": Versions.at(2, 3)}))
+        assert stage.write_statement({"db.t": Versions.at(4, 4), "db.u": Versions.at(2, 2)}) is None
+        merge = parse(stage.write_statement({"db.t": Versions.at(4, 4), "db.u": Versions.at(2, 3)}))
         changes = [
             describe(t) for t in merge.find_all(exp.Table) if isinstance(t.this, exp.Anonymous)
         ]

@@ -21,6 +21,9 @@ class Scan:
     they are); ``where`` filters stored rows; ``weight`` is the weight of one stored row (the
     literal 1 for a base table, the multiplicity column for a bag view table). A view's
     output is a Scan of its table, so a view over a view reads it exactly like a base table.
+    ``batches``: the table is a trace of appended batches (``incremental.bag``), where a row
+    may be stored more than once and weights may cancel, so a snapshot of it is consolidated
+    when read.
     """
 
     table: str
@@ -28,6 +31,7 @@ class Scan:
     weight: exp.Expression = field(default_factory=lambda: exp.Literal.number(1))
     exprs: tuple[exp.Expression, ...] | None = None
     where: exp.Expression | None = None
+    batches: bool = False
 
     @property
     def inputs(self) -> tuple[Node, ...]:

@@ -22,8 +22,10 @@ from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.sqlbuild import (
     DIALECT,
     INTERNAL_PREFIX,
+    WEIGHT,
     alias,
     col,
+    consolidate,
     ident,
     lit,
     subquery,
@@ -181,10 +183,21 @@ def rows_query(output: Scan) -> exp.Select:
     if isinstance(output.weight, exp.Literal):
         select = exp.select(*exprs).from_(table(output.table))
         return select.where(output.where.copy()) if output.where is not None else select
-    copies = exp.Explode(this=exp.func("sequence", lit(1), output.weight.copy()))
-    inner = exp.select(*exprs, alias(copies, COPY)).from_(table(output.table))
-    if output.where is not None:
-        inner = inner.where(output.where.copy())
+    if (
+        output.batches
+    ):  # a trace of batches: each row once, its weights summed (``incremental.bag``)
+        stored = exp.select(*exprs, alias(output.weight.copy(), WEIGHT)).from_(table(output.table))
+        if output.where is not None:
+            stored = stored.where(output.where.copy())
+        copies = exp.Explode(this=exp.func("sequence", lit(1), col(WEIGHT)))
+        inner = exp.select(*(col(c) for c in output.columns), alias(copies, COPY)).from_(
+            subquery(consolidate(stored, output.columns), "stored")
+        )
+    else:
+        copies = exp.Explode(this=exp.func("sequence", lit(1), output.weight.copy()))
+        inner = exp.select(*exprs, alias(copies, COPY)).from_(table(output.table))
+        if output.where is not None:
+            inner = inner.where(output.where.copy())
     return exp.select(*(col(c) for c in output.columns)).from_(subquery(inner, "rows"))
 
 

@@ -10,10 +10,10 @@ from sqlglot import exp
 from ivm_sql.compiler.plan import ViewPlan, overwrite_table, symbolic_pins
 from ivm_sql.config import RefreshSettings
 from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot, top_k
-from ivm_sql.incremental.stages import FixpointStage, Stage, TopKStage
+from ivm_sql.incremental.stages import BagStage, FixpointStage, Stage, TopKStage
 from ivm_sql.incremental.temporal import CLOCK
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import bounds, changes, execution, layout, materialize, one_statement
+from ivm_sql.physical import batches, bounds, changes, execution, layout, materialize, one_statement
 from ivm_sql.physical import policy as policies
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.sqlbuild import (
@@ -35,7 +35,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         "-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;",
         "-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.",
         f"-- each refresh: {changes.describe()}; {materialize.describe()};",
-        f"-- layout: {layout.describe()};",
+        f"-- layout: {layout.describe()}; {batches.describe()};",
         f"-- execution: {execution.describe()};",
         f"-- pruning: {bounds.describe()};",
         f"-- each incremental stage: {cost.describe()}.",
@@ -60,7 +60,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         if isinstance(stage, FixpointStage):
             lines += _fixpoint_lines(plan, stage, initial, symbolic)
             continue
-        merge = stage.merge_statement(symbolic)
+        merge = stage.write_statement(symbolic)
         lines += [
             "-- first refresh (or recompute):",
             to_sql(plan.create_table(stage, initial)) + ";",
@@ -69,6 +69,11 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
             if merge is not None
             else "-- nothing: the stage reads no table, so no change ever reaches it",
         ]
+        if isinstance(stage, BagStage) and merge is not None:
+            lines += [
+                f"-- every {batches.EVERY}th batch instead, the table rewritten consolidated:",
+                to_sql(stage.rewrite(stage.change_query(symbolic))) + ";",
+            ]
         change = stage.change_query(symbolic)
         pruned = (
             sorted({bound.describe() for bound in bounds.bounds(change)})
@@ -143,5 +148,5 @@ def _fixpoint_lines(
         to_sql(fixpoint.iterate(stage.node, iteration, symbolic)) + ";",
         f"-- the table is created from, or merged with, the sum X_0 + X_1 + ... (`{total.name}`):",
         to_sql(plan.create_table(stage, exp.select(exp.Star()).from_(total))) + ";",
-        to_sql(stage.merge(exp.select(exp.Star()).from_(total))) + ";",
+        to_sql(stage.write(exp.select(exp.Star()).from_(total))) + ";",
     ]

@@ -1,7 +1,15 @@
-"""A bag table: each distinct row stored once with its multiplicity (integration, I).
+"""A bag table: rows with their multiplicities (integration, I).
 
-The table is the integral of its input's changes; a refresh adds the consolidated change
-with one MERGE: weights add up, a row whose weight reaches zero is deleted.
+The table is the integral of its input's changes. A view's bag table is a trace of batches,
+as DBSP keeps an integral (Feldera's spine, Differential Dataflow's arrangements): a
+refresh appends its consolidated change as one batch of weighted rows (``append``), so a
+row may be stored more than once and weights may cancel; it is consolidated when read
+(``Scan.batches``), and now and then rewritten consolidated (``rewrite``,
+``physical.batches`` says when). An append is the cheapest Delta write (it lists no files
+and rewrites none); a MERGE, which finds and rewrites the files its rows are in, costs
+about three times as much on a small table. Other bag tables (a recursive view's, a
+recompute's, a top-k's candidates) keep each distinct row once and take the change with one
+MERGE (``merge``): weights add up, a row whose weight reaches zero is deleted.
 """
 
 from __future__ import annotations
@@ -9,7 +17,16 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Node, Scan
-from ivm_sql.sqlbuild import WEIGHT, col, consolidate, null_safe_eq, table
+from ivm_sql.sqlbuild import (
+    WEIGHT,
+    col,
+    consolidate,
+    ident,
+    null_safe_eq,
+    subquery,
+    table,
+    union_all,
+)
 
 TARGET, CHANGE = "t", "s"
 
@@ -63,6 +80,29 @@ def merge(table_name: str, input_columns: tuple[str, ...], change_query: exp.Que
     )
 
 
-def reader(table_name: str, input: Node) -> Scan:
-    """Rows with their multiplicity: a view over this table sees the same bag."""
-    return Scan(table_name, input.columns, weight=col(WEIGHT))
+def append(table_name: str, input_columns: tuple[str, ...], change_query: exp.Query) -> exp.Insert:
+    """INSERT the consolidated change as one more batch of the trace."""
+    columns = (*input_columns, WEIGHT)
+    return exp.Insert(
+        this=exp.Schema(this=table(table_name), expressions=[ident(c) for c in columns]),
+        expression=exp.select(*(col(c) for c in columns)).from_(subquery(change_query, CHANGE)),
+    )
+
+
+def rewrite(table_name: str, input_columns: tuple[str, ...], change_query: exp.Query) -> exp.Insert:
+    """INSERT OVERWRITE the trace with its batches and the change consolidated: each row once."""
+    stored = exp.select(*(col(c) for c in (*input_columns, WEIGHT))).from_(table(table_name))
+    changed = exp.select(*(col(c) for c in (*input_columns, WEIGHT))).from_(
+        subquery(change_query, CHANGE)
+    )
+    return exp.Insert(
+        this=table(table_name),
+        expression=consolidate(union_all([stored, changed]), input_columns),
+        overwrite=True,
+    )
+
+
+def reader(table_name: str, input: Node, batches: bool = False) -> Scan:
+    """Rows with their multiplicity: a view over this table sees the same bag (``batches``:
+    the table is a trace, consolidated when read)."""
+    return Scan(table_name, input.columns, weight=col(WEIGHT), batches=batches)

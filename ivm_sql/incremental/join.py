@@ -86,6 +86,7 @@ def _snapshot_source(name: str, child: Node, pins: Pins, when: str, snapshot: Sn
     query = snapshot(child, pins, when)
     if (
         isinstance(child, Scan)
+        and not child.batches
         and child.exprs is None
         and child.where is None
         and isinstance(query, exp.Select)

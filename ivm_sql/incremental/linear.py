@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Scan, UnionAll
 from ivm_sql.incremental.versions import Pins
-from ivm_sql.sqlbuild import WEIGHT, alias, col, lit, table_at, union_all
+from ivm_sql.sqlbuild import WEIGHT, alias, col, consolidate, lit, table_at, union_all
 
 CHANGE_TYPE = "_change_type"
 POSITIVE_CHANGES = ("insert", "update_postimage")
@@ -30,13 +30,18 @@ def scan_snapshot(scan: Scan, pins: Pins, when: str) -> exp.Query:
     the same Z-set; but Delta rebuilds a snapshot's file list for each old version a query
     reads (about 0.5 s each), while the pinned version is the snapshot it already holds,
     and the change is the small change data feed the refresh reads anyway.
+
+    A trace of batches (``scan.batches``) is consolidated as it is read: the same Z-set with
+    each row once, as every operator above expects of a stored table.
     """
     versions = pins[scan.table]
     if when == "old" and versions.changed:
         return union_all([scan_snapshot(scan, pins, "new"), scan_delta(scan, pins, negated=True)])
     source = table_at(scan.table, versions.new if when == "new" else versions.old)
     select = exp.select(*scan_projection(scan, scan.weight.copy())).from_(source)
-    return select.where(scan.where.copy()) if scan.where is not None else select
+    if scan.where is not None:
+        select = select.where(scan.where.copy())
+    return consolidate(select, scan.columns) if scan.batches else select
 
 
 def scan_delta(scan: Scan, pins: Pins, negated: bool = False) -> exp.Select | None:

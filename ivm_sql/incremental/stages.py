@@ -132,22 +132,32 @@ class Stage:
         changes = delta(self.node, pins)
         return None if changes is None else bag.change(self.node.columns, changes)
 
-    def merge(self, change: exp.Query) -> exp.Merge:
-        """The MERGE that adds ``change`` (a query in ``change_query``'s shape) to the table."""
+    def write(self, change: exp.Query) -> exp.Expression:
+        """The statement (a MERGE, unless the stage says otherwise) that adds ``change`` (a
+        query in ``change_query``'s shape) to the table."""
         return bag.merge(self.table, self.node.columns, change)
 
-    def merge_statement(self, pins: Pins) -> exp.Merge | None:
-        """The MERGE that applies the change between the old and new pins; None if none."""
+    def write_statement(self, pins: Pins) -> exp.Expression | None:
+        """The statement that applies the change between the old and new pins; None if none."""
         change = self.change_query(pins)
-        return None if change is None else self.merge(change)
+        return None if change is None else self.write(change)
 
 
 class BagStage(Stage):
     """The view's own rows with their multiplicities: linear and join operators pass their
     change through (DBSP: a linear operator is its own incremental version; a join expands
-    bilinearly), and the table integrates it."""
+    bilinearly), and the table integrates it as a trace of appended batches
+    (``incremental.bag``)."""
 
     kind = "bag"
+
+    def write(self, change: exp.Query) -> exp.Expression:
+        """The INSERT that appends ``change`` to the trace as one batch."""
+        return bag.append(self.table, self.node.columns, change)
+
+    def rewrite(self, change: exp.Query) -> exp.Insert:
+        """The INSERT OVERWRITE that writes the trace and ``change`` consolidated."""
+        return bag.rewrite(self.table, self.node.columns, change)
 
 
 class DistinctStage(Stage):
@@ -160,7 +170,7 @@ class DistinctStage(Stage):
         changes = delta(self.node, pins)
         return None if changes is None else distinct.change(self.node.columns, changes)
 
-    def merge(self, change: exp.Query) -> exp.Merge:
+    def write(self, change: exp.Query) -> exp.Expression:
         return distinct.merge(self.table, self.node.columns, change)
 
 
@@ -190,7 +200,7 @@ class AggregateStage(Stage):
         changes = delta(self.node.input, pins)
         return None if changes is None else aggregate.change(self.node, changes, self.table)
 
-    def merge(self, change: exp.Query) -> exp.Merge:
+    def write(self, change: exp.Query) -> exp.Expression:
         return aggregate.merge(self.table, self.node, change)
 
 
@@ -227,7 +237,7 @@ class RecomputeStage(Stage):
     def change_query(self, pins: Pins) -> exp.Select | None:
         return recompute.change(self.node, self.table, pins)
 
-    def merge(self, change: exp.Query) -> exp.Merge:
+    def write(self, change: exp.Query) -> exp.Expression:
         return bag.merge(self.table, recompute.stored_columns(self.node), change)
 
 
@@ -257,7 +267,7 @@ class TopKStage(Stage):
         """The change that reads the prefix again from the input at the new pins."""
         return top_k.replacement(self.node, self.initial_query(pins), self.table)
 
-    def merge(self, change: exp.Query) -> exp.Merge:
+    def write(self, change: exp.Query) -> exp.Expression:
         return bag.merge(self.table, top_k.stored_columns(self.node), change)
 
 
@@ -332,7 +342,7 @@ class Lowering:
         elif isinstance(node, Recursive):
             stage, output = FixpointStage(name, lowered), bag.reader(name, node)
         else:
-            stage, output = BagStage(name, lowered), bag.reader(name, node)
+            stage, output = BagStage(name, lowered), bag.reader(name, node, batches=True)
         self.stages.append(stage)
         if computes is not None:
             self._kept.setdefault(computes, stage)
@@ -391,5 +401,10 @@ def compose(above: Select, reader: Scan) -> Scan:
     if reader.where is not None:
         where = exp.and_(reader.where.copy(), where) if where is not None else reader.where.copy()
     return Scan(
-        reader.table, above.columns, reader.weight, tuple(substitute(e) for e in above.exprs), where
+        reader.table,
+        above.columns,
+        reader.weight,
+        tuple(substitute(e) for e in above.exprs),
+        where,
+        reader.batches,
     )

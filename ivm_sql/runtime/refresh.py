@@ -35,7 +35,7 @@ from ivm_sql.incremental import extremes, top_k
 from ivm_sql.incremental.stages import FixpointStage, RecomputeStage, Stage, TopKStage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import bounds, execution, layout, materialize, one_statement
+from ivm_sql.physical import batches, bounds, execution, layout, materialize, one_statement
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.cost import (
     ANALYTIC,
@@ -759,7 +759,8 @@ class Refresher:
                         staged.reading(self.spark),
                         self.tally.phase("write"),
                     ):
-                        self.spark.sql(to_sql(stage.merge(staged.query), pretty=False))
+                        statement = batches.write(stage, staged.query, self.log, own_version)
+                        self.spark.sql(to_sql(statement, pretty=False))
             return bounds.files_read(bounded, self.sizes.files)
         except (PySparkException, Py4JJavaError) as error:
             if history.is_missing_file(error):

@@ -4,7 +4,7 @@
 -- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
 -- each refresh: each source's change data feed is read once per refresh and kept in memory for every stage that reads it; the change is computed once before its MERGE: a small one collected as rows the MERGE reads from its plan (up to 20,000 rows), a larger one cached in memory; an empty change skips the MERGE and only records the new versions;
--- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows; a Delta checkpoint every 50 commits, written after the refresh's commits (by the server, between commands);
+-- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows; a Delta checkpoint every 50 commits, written after the refresh's commits (by the server, between commands); a view's bag table takes each change as an appended batch, read consolidated, and every 16th batch is written as the table rewritten consolidated;
 -- execution: a change that reads under 32 MiB of Delta data (and is small itself), a MERGE of at most 10,000 changed rows into a table under 1 MiB, or a recompute that reads under 4 MiB, runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
 -- pruning: in a join term or a touched-keys recompute, an input that scans 8 MiB of Delta data or more is read only where its join key is among the change's keys (IN a list of up to 16, or up to 4 BETWEEN ranges split at the widest gaps): literals Delta skips files by;
 -- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows, or when its change would scan at least the bytes a recompute scans (an input bounded by the change's keys: the files they open).
@@ -17,7 +17,7 @@ TBLPROPERTIES (
   'delta.enableChangeDataFeed'='true',
   'delta.enableDeletionVectors'='false',
   'delta.checkpointInterval'='100',
-  'ivm.plan'='6e264fb57019677e'
+  'ivm.plan'='f16d161fa7c4ab24'
 ) AS
 SELECT
   `category`,
@@ -28,9 +28,18 @@ FROM (
     `order_lines`.`__ivm_w` AS `__ivm_w`
   FROM (
     SELECT
-      `category` AS `category`,
-      `__ivm_w` AS `__ivm_w`
-    FROM `shop`.`__ivm_order_lines` VERSION AS OF :shop___ivm_order_lines_new
+      `category`,
+      SUM(`__ivm_w`) AS `__ivm_w`
+    FROM (
+      SELECT
+        `category` AS `category`,
+        `__ivm_w` AS `__ivm_w`
+      FROM `shop`.`__ivm_order_lines` VERSION AS OF :shop___ivm_order_lines_new
+    ) AS `d`
+    GROUP BY
+      `category`
+    HAVING
+      SUM(`__ivm_w`) <> 0
   ) AS `order_lines`
 ) AS `d`
 GROUP BY

@@ -1,0 +1,156 @@
+"""A view's bag table as a trace of appended batches (``incremental.bag``,
+``physical.batches``), under the differential oracle: random inserts, updates and deletes
+with duplicates, NULLs and churn, after which every view equals its SELECT, including views
+that read the trace through operators that need it consolidated (DISTINCT, MIN and MAX, an
+anti-join, a left join) and the views' own rows."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from oracle import (
+    INCREMENTAL_ONLY,
+    MIGRATION,
+    RandomChanges,
+    ViewSpec,
+    apply_changes,
+    check_round,
+    table_rows,
+    views_file,
+)
+
+from ivm_sql.physical import batches
+from ivm_sql.project import Project
+
+pytestmark = pytest.mark.spark
+
+MakeProject = Callable[[dict[str, str]], Path]
+
+LINES = ViewSpec(
+    "lines",
+    "SELECT o.id, o.customer_id, o.qty, c.country FROM orders o "
+    "JOIN customers c ON o.customer_id = c.id",
+)
+OVER_LINES = [
+    ViewSpec("line_countries", "SELECT DISTINCT country FROM lines", reads=("lines",)),
+    ViewSpec(
+        "line_extremes",
+        "SELECT country, MIN(qty) AS lo, MAX(qty) AS hi, COUNT(*) AS n, SUM(qty) AS q "
+        "FROM lines GROUP BY country",
+        reads=("lines",),
+    ),
+    ViewSpec(
+        "idle_customers",
+        "SELECT c.id, c.name FROM customers c "
+        "WHERE NOT EXISTS (SELECT 1 FROM lines l WHERE l.customer_id = c.id)",
+        reads=("lines",),
+    ),
+    ViewSpec(
+        "customer_lines",
+        "SELECT c.id, l.qty FROM customers c LEFT JOIN lines l ON l.customer_id = c.id",
+        reads=("lines",),
+    ),
+]
+EVERY = 3  # a rewrite every third batch, so that the rounds below meet two
+
+
+def trace_writes(project: Project, view: str) -> list[str]:
+    """How each commit of the view's bag table wrote it, oldest first: "created",
+    "appended" (rows added, none removed), "rewritten" (files removed), "recorded" (no row)."""
+    table = f"{project.database}.__ivm_{view}"
+    kinds = []
+    for row in project.spark.sql(f"DESCRIBE HISTORY {table}").orderBy("version").collect():
+        metrics = row.operationMetrics or {}
+        if row.operation != "WRITE":
+            kinds.append("created")
+        elif int(metrics.get("numRemovedFiles") or 0) > 0:
+            kinds.append("rewritten")
+        else:
+            kinds.append("appended" if int(metrics.get("numOutputRows") or 0) else "recorded")
+    return kinds
+
+
+def test_trace_of_batches_equals_its_select_through_appends_and_rewrites(
+    spark, tmp_project: MakeProject
+) -> None:
+    specs = [LINES, *OVER_LINES]
+    project = Project.open(
+        tmp_project(
+            {
+                "migrations/0001_tables.sql": MIGRATION,
+                "ivm.yaml": INCREMENTAL_ONLY,
+                "views/lines.sql": views_file(specs),
+            }
+        ),
+        spark=spark,
+    )
+    project.migrate()
+    changes = RandomChanges(random.Random(11))
+    apply_changes(project, changes.initial())
+    project.refresh()
+    check_round(project, specs, "initial load", verify=False)
+    with mock.patch.object(batches, "EVERY", EVERY):
+        for round_ in range(1, 7):
+            statements = changes.round(table_rows(project))
+            apply_changes(project, statements)
+            reports = project.refresh()
+            assert not [r.view for r in reports if r.action == "recomputed"], [
+                (r.view, r.reason) for r in reports
+            ]
+            check_round(
+                project,
+                specs,
+                f"round {round_}\n  changes:\n    " + ";\n    ".join(statements),
+                verify=round_ == 6,
+            )
+    writes = trace_writes(project, "lines")
+    # every third batch rewrote the trace; the batches between were appended
+    assert writes.count("rewritten") >= 1 and writes.count("appended") >= 3, writes
+    assert "MERGE" not in {
+        row.operation
+        for row in project.spark.sql(f"DESCRIBE HISTORY {project.database}.__ivm_lines").collect()
+    }
+
+
+def test_a_rewrite_leaves_each_row_once(spark, tmp_project: MakeProject) -> None:
+    """Rows that came and went across batches are stored until the rewrite, which keeps each
+    row once with its summed weight."""
+    project = Project.open(
+        tmp_project(
+            {
+                "migrations/0001_tables.sql": MIGRATION,
+                "ivm.yaml": INCREMENTAL_ONLY,
+                "views/lines.sql": views_file([LINES]),
+            }
+        ),
+        spark=spark,
+    )
+    project.migrate()
+    project.sql("INSERT INTO customers VALUES (1, 'ann', 'DE', 1)")
+    project.sql("INSERT INTO orders VALUES (1, 1, 1, 2, 'new', NULL), (1, 1, 1, 2, 'new', NULL)")
+    project.refresh()
+    trace = f"{project.database}.__ivm_lines"
+    with mock.patch.object(batches, "EVERY", EVERY):
+        project.sql("DELETE FROM orders WHERE id = 1")
+        project.refresh()  # appended: the row with weight -2
+        project.sql("INSERT INTO orders VALUES (1, 1, 1, 2, 'new', NULL)")
+        project.refresh()  # appended: the row with weight 1
+        assert project.sql(f"SELECT __ivm_w FROM {trace} ORDER BY __ivm_w").rows == [
+            (-2,),
+            (1,),
+            (2,),
+        ]
+        assert project.sql("SELECT * FROM lines").rows == [(1, 1, 2, "DE")]
+        project.sql("INSERT INTO orders VALUES (2, 1, 1, 5, 'new', NULL)")
+        project.refresh()  # the third batch: rewritten
+    assert project.sql(f"SELECT id, __ivm_w FROM {trace} ORDER BY id").rows == [(1, 1), (2, 1)]
+    assert trace_writes(project, "lines") == [
+        "created",
+        "appended",
+        "appended",
+        "rewritten",
+    ]
