@@ -15,8 +15,8 @@ id costs:
   memory and counted (Delta then copies it again before its MERGE), or collected as rows in
   one job (the MERGE reads them from the plan, with no copy);
 - overwrite: the table rewritten whole, stored rows and change consolidated;
-- append: an INSERT of the change's rows (what a trace of batches would write), with the
-  transaction id and without;
+- append: an INSERT of the change's rows (what a view's bag table, a trace of batches, writes
+  each refresh: ``physical.batches``), with the transaction id and without;
 - record: ivm's record-only commit (an INSERT of no row);
 - read: a COUNT of the table at the version just written, and at the version before;
 - scan: an aggregate that reads every row of the table (what a recompute pays per byte):

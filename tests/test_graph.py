@@ -189,7 +189,7 @@ def test_join_circuit_has_one_term_per_input_reading_the_others_integrals() -> N
     (last,) = [n for n in graph.nodes if n.state]
     assert (
         last.details[-1]
-        == "incremental: linear and join changes applied to the stored rows (multiplicity per row)"
+        == "incremental: linear and join changes appended to the stored rows as a batch (multiplicity per row)"
     )
     (linear,) = of_kind(graph, Kind.LINEAR)
     assert "filter: o.customer_id = c.id AND o.product_id = p.id" in linear.details
@@ -269,7 +269,7 @@ def test_aggregate_over_a_view_shows_its_groups_state_and_strategy() -> None:
             "SELECT k FROM t WHERE a > unix_timestamp(current_timestamp()) - 86400",
             False,
             Kind.INTEGRATE,
-            "incremental: linear and join changes applied to the stored rows (multiplicity per row); temporal filter",
+            "incremental: linear and join changes appended to the stored rows as a batch (multiplicity per row); temporal filter",
         ),
         ("SELECT DISTINCT b FROM t", False, Kind.DISTINCT, "incremental: per-row counts"),
         ("SELECT COUNT(*) AS n, SUM(d) AS s FROM u", False, Kind.AGGREGATE, AGGREGATE_STRATEGY),

@@ -46,7 +46,7 @@ from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, to_sql
 
 # how each incremental kind of stage applies a change
 METHODS = {
-    "bag": "linear and join changes applied to the stored rows (multiplicity per row)",
+    "bag": "linear and join changes appended to the stored rows as a batch (multiplicity per row)",
     "distinct": "per-row counts, a row appears or disappears when its count crosses zero",
     "aggregate": "COUNT/SUM/AVG per group updated from the change alone",
     "extremes": "MIN/MAX per group from the change alone, a group rescanned only when its extreme loses its last row",

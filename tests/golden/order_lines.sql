@@ -9,7 +9,7 @@
 -- pruning: in a join term or a touched-keys recompute, an input that scans 8 MiB of Delta data or more is read only where its join key is among the change's keys (IN a list of up to 16, or up to 4 BETWEEN ranges split at the widest gaps): literals Delta skips files by;
 -- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows, or when its change would scan at least the bytes a recompute scans (an input bounded by the change's keys: the files they open).
 
--- stage 1/1: shop.__ivm_order_lines [bag] incremental: linear and join changes applied to the stored rows (multiplicity per row)
+-- stage 1/1: shop.__ivm_order_lines [bag] incremental: linear and join changes appended to the stored rows as a batch (multiplicity per row)
 -- first refresh (or recompute):
 CREATE OR REPLACE TABLE `shop`.`__ivm_order_lines`
 USING DELTA
