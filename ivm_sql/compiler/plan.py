@@ -183,9 +183,8 @@ def rows_query(output: Scan) -> exp.Select:
     if isinstance(output.weight, exp.Literal):
         select = exp.select(*exprs).from_(table(output.table))
         return select.where(output.where.copy()) if output.where is not None else select
-    if (
-        output.batches
-    ):  # a trace of batches: each row once, its weights summed (``incremental.bag``)
+    if output.batches:
+        # a trace of batches: each row once, its weights summed (``incremental.bag``)
         stored = exp.select(*exprs, alias(output.weight.copy(), WEIGHT)).from_(table(output.table))
         if output.where is not None:
             stored = stored.where(output.where.copy())

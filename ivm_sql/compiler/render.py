@@ -60,16 +60,16 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         if isinstance(stage, FixpointStage):
             lines += _fixpoint_lines(plan, stage, initial, symbolic)
             continue
-        merge = stage.write_statement(symbolic)
+        write = stage.write_statement(symbolic)
         lines += [
             "-- first refresh (or recompute):",
             to_sql(plan.create_table(stage, initial)) + ";",
             "-- each refresh:",
-            to_sql(merge) + ";"
-            if merge is not None
+            to_sql(write) + ";"
+            if write is not None
             else "-- nothing: the stage reads no table, so no change ever reaches it",
         ]
-        if isinstance(stage, BagStage) and merge is not None:
+        if isinstance(stage, BagStage) and write is not None:
             lines += [
                 f"-- every {batches.EVERY}th batch instead, the table rewritten consolidated:",
                 to_sql(stage.rewrite(stage.change_query(symbolic))) + ";",
