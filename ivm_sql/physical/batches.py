@@ -42,7 +42,7 @@ def batches_since_consolidated(log: DeltaLog, table: str, latest: int) -> int:
     appended = 0
     for version in range(latest, max(-1, latest - 2 * EVERY), -1):
         commit = log.commit(table, version)
-        if not _is_append(commit):
+        if not is_append(commit):
             break
         appended += int(commit.metrics.get("numOutputRows") or 0) > 0
         if appended >= EVERY:
@@ -50,7 +50,8 @@ def batches_since_consolidated(log: DeltaLog, table: str, latest: int) -> int:
     return appended
 
 
-def _is_append(commit: Commit) -> bool:
+def is_append(commit: Commit) -> bool:
+    """Whether a commit appended (a batch, or no row) and removed nothing."""
     return commit.operation == "WRITE" and int(commit.metrics.get("numRemovedFiles") or 0) == 0
 
 

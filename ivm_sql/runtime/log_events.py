@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ivm_sql.incremental.stages import Stage
-from ivm_sql.physical import checkpoints, one_statement
+from ivm_sql.physical import batches, checkpoints, one_statement
 from ivm_sql.runtime.tally import Cost
 from ivm_sql.storage import delta_log, refresh_log
 from ivm_sql.storage.refresh_log import OUTCOME_ERROR, OUTCOME_UNLOGGED, Event, Summary
@@ -157,10 +157,12 @@ def _from_commits(refresh_id: str, view: str, stage: Stage, commits: list) -> Ev
     """An event from one refresh's commits to a stage (a recompute may be followed by a
     commit of table properties): what their records and metrics say."""
     rows = sum(c.rows_changed for c in commits)
-    # a MERGE applies a change; a record-only commit (an empty INSERT) records one that
-    # came to nothing; any other commit that changes rows is a recompute's
-    merged = any(c.operation == "MERGE" for c in commits)
-    full = not merged and any(c.changes_rows for c in commits)
+    # a MERGE or an appended batch (``physical.batches``) applies a change; a record-only
+    # commit (an empty INSERT) records one that came to nothing; any other commit that
+    # changes rows is a recompute's (a trace's rewrite, every 16th batch, cannot be told
+    # from one, and is told as one)
+    applied = any(c.operation == "MERGE" or batches.is_append(c) for c in commits)
+    full = not applied and any(c.changes_rows for c in commits)
     newest = max(commits, key=lambda c: c.version)
     try:
         clock = started_at(refresh_id)

@@ -756,6 +756,9 @@ class Refresher:
                     )
                     with (
                         execution.for_small_data(self.spark, enabled=merge_small),
+                        # a trace's rewrite replaces the whole table, whatever the session's
+                        # partition overwrite mode
+                        execution.session_settings(self.spark, WHOLE_OVERWRITE),
                         staged.reading(self.spark),
                         self.tally.phase("write"),
                     ):
