@@ -6,8 +6,11 @@ Spark session, rounds as ivm runs them against rounds with one choice undone (``
 
 - ``warm-state``: the server (``ivm_sql.host.WarmSnapshots``) has Delta compute the
   snapshot state of each stage table a refresh committed to before the next refresh, since
-  each commit ivm makes is checked against it (``storage.concurrent``); undone, the refresh's
-  commits compute it.
+  each commit ivm makes is checked against it (``storage.concurrent``); undone, the refresh
+  computes it itself: beside its work (``state-beside``), or in its commits.
+- ``state-beside``: with nothing computed between commands (a refresh outside the server), a
+  thread of the refresh's own computes the state of each table it will commit to while it
+  computes the changes (``physical.snapshot_state``); undone, each commit computes it.
 - ``codegen``, ``adaptive``, ``partitions``: the small-data settings a tiny change runs with
   (``physical.execution.SMALL_DATA_SETTINGS``): interpreted, no adaptive re-planning, one
   shuffle partition; undone, that one is left at the session's own value.
@@ -17,7 +20,7 @@ one order, waits ``--pause`` seconds and times the refresh; rounds alternate bet
 and the choice undone. The first ``--warm-up`` rounds are left out (the JIT warms); the
 medians of the rest are printed, with the Spark jobs the refreshes ran.
 
-    .venv/bin/python bench/one_row.py --compare warm-state,codegen,adaptive,partitions --rounds 16
+    .venv/bin/python bench/one_row.py --compare warm-state,state-beside,codegen,adaptive,partitions --rounds 16
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from unittest import mock
 
 from ivm_sql import Project
 from ivm_sql.physical import execution
+from ivm_sql.runtime import refresh as refresh_module
 from ivm_sql.storage.delta_log import compute_state
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,7 +47,7 @@ SETTING_OF = {
     "adaptive": ("spark.sql.adaptive.enabled",),
     "partitions": ("spark.sql.shuffle.partitions",),
 }
-CHOICES = ("warm-state", *SETTING_OF)
+CHOICES = ("warm-state", "state-beside", *SETTING_OF)
 
 
 def without_setting(name: str) -> AbstractContextManager:
@@ -54,6 +58,16 @@ def without_setting(name: str) -> AbstractContextManager:
         if key not in SETTING_OF[name]
     }
     return mock.patch.object(execution, "SMALL_DATA_SETTINGS", kept)
+
+
+class NoStatesBeside:
+    """``physical.snapshot_state.SnapshotStates`` undone: no thread computes them."""
+
+    def __init__(self, spark, tables) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def refresh_round(
@@ -76,11 +90,15 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
             compute_state(project.spark, table)
 
     ivms_way = (compute_states, nullcontext)  # as in the server, between commands
-    undone = (
-        (lambda: None, nullcontext)
-        if choice == "warm-state"
-        else (compute_states, lambda: without_setting(choice))
-    )
+    undone = (compute_states, lambda: without_setting(choice))
+    if choice == "warm-state":
+        undone = (lambda: None, nullcontext)
+    elif choice == "state-beside":  # as outside the server: nothing between commands
+        ivms_way = (lambda: None, nullcontext)
+        undone = (
+            lambda: None,
+            lambda: mock.patch.object(refresh_module, "SnapshotStates", NoStatesBeside),
+        )
     kept: dict[str, list[tuple[float, int]]] = {"ivm's way": [], "undone": []}
     for number in range(rounds):
         label, (before, around) = ("ivm's way", ivms_way) if number % 2 == 0 else ("undone", undone)

@@ -346,6 +346,7 @@ class Project:
         self.flush_log()  # an earlier refresh's, in this command: its costs teach this one's
         logging = self.config.history.log
         recorder = log_events.start(log, self.database, clock) if logging else None
+        events_table = refresh_log.table_in(self.database)
         # the refresh's own session, its event log append's too: the commit record and txn
         # version are session settings, which a refresh in another thread must not touch
         session = concurrent.own_session(self.spark)
@@ -359,6 +360,10 @@ class Project:
             project=str(self.root),
             workers=self.refresh_workers,
             recorder=recorder,
+            # the server computes the log table's state between commands (``host``)
+            commits_after=(events_table,)
+            if recorder is not None and not self.hosted and log.exists(events_table)
+            else (),
         )
         plans = self.plans(names, log)
         try:

@@ -266,6 +266,22 @@ def test_source_changed_by_non_dml_is_recomputed(
     assert_correct(project, specs, operation)
 
 
+def test_change_feed_turned_off_is_turned_back_on(spark, tmp_project: MakeProject) -> None:
+    """A refresh turns a source's change data feed back on (read from its latest commit's
+    checksum file, ``DeltaLog.properties``), so the next change is read from the feed."""
+    specs = [COUNTRIES]
+    project = open_project(spark, tmp_project, specs)
+    project.refresh()
+    project.sql("ALTER TABLE customers SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')")
+    project.sql("INSERT INTO customers VALUES (5, 'US')")
+    assert actions(project.refresh())["countries"][0] == "recomputed"
+    properties = dict(project.sql("SHOW TBLPROPERTIES customers").rows)
+    assert properties.get("delta.enableChangeDataFeed") == "true", properties
+    project.sql("INSERT INTO customers VALUES (6, 'US')")
+    assert actions(project.refresh())["countries"][0] == "incremental"
+    assert_correct(project, specs)
+
+
 def test_non_delta_source_is_a_clear_error(spark, tmp_project: MakeProject) -> None:
     specs = [ViewSpec("pv", "SELECT x, x * 2 AS y FROM plain")]
     project = open_project(

@@ -201,10 +201,13 @@ def test_a_killed_refresh_leaves_no_entry_and_the_next_logs_what_it_committed(
 def test_entries_older_than_keep_days_are_deleted(spark, tmp_project) -> None:
     project = opened(spark, tmp_project, "history: {keep_days: 2}\n")
     long_ago = datetime.now(UTC) - timedelta(days=5)
-    project.refresh(now=long_ago)
-    assert {r.refresh_clock.date() for r in log_rows(project)} == {long_ago.date()}
-    project.sql("INSERT INTO orders VALUES (7, 4, 6)")
-    project.refresh()
+    with mock.patch.object(refresh_log, "_prune", wraps=refresh_log._prune) as prune:
+        project.refresh(now=long_ago)
+        assert not prune.called  # the log this append made holds nothing to delete
+        assert {r.refresh_clock.date() for r in log_rows(project)} == {long_ago.date()}
+        project.sql("INSERT INTO orders VALUES (7, 4, 6)")
+        project.refresh()
+        assert prune.called
     rows = log_rows(project)
     assert rows and all(r.refresh_clock.date() > long_ago.date() for r in rows)
 

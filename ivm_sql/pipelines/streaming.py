@@ -68,7 +68,7 @@ def refresh_streaming(
             location=stream.location,
             hint="create the source table first (a migration, or spark-pipelines run)",
         )
-    require_change_feed(spark, source)
+    require_change_feed(spark, log, source)
     latest = log.latest_version(source)
     if full or not log.exists(target):
         with commit_record(spark, {"base": {source: latest}}):

@@ -30,12 +30,20 @@ from sqlglot import exp
 from ivm_sql.catalog import first_line
 from ivm_sql.compiler.plan import ViewPlan, overwrite_table, stages_above, stored_columns
 from ivm_sql.config import RefreshSettings
-from ivm_sql.errors import RefreshError
+from ivm_sql.errors import IvmError, RefreshError
 from ivm_sql.incremental import extremes, top_k
 from ivm_sql.incremental.stages import FixpointStage, RecomputeStage, Stage, TopKStage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import batches, bounds, execution, layout, materialize, one_statement
+from ivm_sql.physical import (
+    batches,
+    bounds,
+    execution,
+    layout,
+    materialize,
+    one_statement,
+    snapshot_state,
+)
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.cost import (
     ANALYTIC,
@@ -47,6 +55,7 @@ from ivm_sql.physical.cost import (
 )
 from ivm_sql.physical.recompute import Recomputes
 from ivm_sql.physical.sizes import TableSizes
+from ivm_sql.physical.snapshot_state import SnapshotStates
 from ivm_sql.physical.view_table import WHOLE_OVERWRITE
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.runtime import fixpoint, workers
@@ -196,8 +205,11 @@ class Refresher:
         project: str | None = None,
         workers: int = 1,
         recorder: Recorder | None = None,
+        commits_after: tuple[str, ...] = (),
     ):
         self.tally = Tally(spark)
+        # tables outside the plans this refresh will commit to after them (its event log)
+        self.commits_after = commits_after
         self.recorder = recorder  # the refresh event log's events (None: not logged)
         self._spark = spark
         self._sessions = threading.local()  # a worker thread's own session (``runtime.workers``)
@@ -252,6 +264,8 @@ class Refresher:
                         self.current[table] = self._run(
                             lambda: self.log.latest_version(table), table
                         )
+        committing = self._will_commit(plans)  # and then to the tables after them, if any
+        states = SnapshotStates(self._spark, committing and [*committing, *self.commits_after])
         self.cost = self.cost.weighing(stages_above(plans))
         strict = [plan for plan in plans if plan.policy is RefreshPolicy.INCREMENTAL_STRICT]
         for plan in strict:  # before anything is written
@@ -294,6 +308,25 @@ class Refresher:
             )
         finally:
             self.changes.close()
+            states.close()
+
+    def _will_commit(self, plans: list[ViewPlan]) -> list[str]:
+        """The existing stage tables this refresh will commit to, as far as their records
+        say before it starts (``physical.snapshot_state``), in the order it reaches them."""
+        tables = []
+        for plan in plans:
+            for stage in plan.stages:
+                try:
+                    if self.log.exists(stage.table) and (
+                        self.full
+                        or snapshot_state.will_commit(
+                            self.log.last_record(stage.table)[1], self.current
+                        )
+                    ):
+                        tables.append(stage.table)
+                except IvmError:  # the refresh reports it when it reaches the stage
+                    continue
+        return tables
 
     def _started(self, on_stage: Callable[[StageStart], None], start: StageStart) -> None:
         with self._progress:
@@ -837,7 +870,7 @@ class Refresher:
             if (
                 table not in self.base_of and table not in self.feeds_on
             ):  # a base table, not one ivm writes
-                self._run(lambda: delta_log.require_change_feed(self.spark, table), table)
+                self._run(lambda: delta_log.require_change_feed(self.spark, self.log, table), table)
                 self.current[table] = self.log.latest_version(table)
                 self.feeds_on.add(table)
 

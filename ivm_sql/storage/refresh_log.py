@@ -242,7 +242,8 @@ def append(spark, log: delta_log.DeltaLog, batch: Batch) -> None:
 def _append_once(spark, log: delta_log.DeltaLog, batch: Batch) -> bool:
     """One try: False when another refresh's commit landed first."""
     name, refresh_id, clock = batch.name, batch.refresh_id, batch.clock
-    if not log.exists(name):
+    created = not log.exists(name)
+    if created:
         spark.sql(to_sql(create_statement(name, batch.properties), pretty=False))
     summary = read_summary(log, name)
     pruned = None
@@ -252,9 +253,11 @@ def _append_once(spark, log: delta_log.DeltaLog, batch: Batch) -> bool:
     ):
         pruned = _ms(clock)
         record = summary.after([], refresh_id, pruned)
-        # a DELETE that finds nothing to delete commits nothing: then the append says when
-        prune = _prune(name, clock, batch.keep_days)
-        if _committed(spark, log, name, summary.version, record, prune):
+        # a DELETE that finds nothing to delete commits nothing: then the append says when;
+        # a log this append made holds nothing yet (its DELETE would cost a Spark job)
+        if not created and _committed(
+            spark, log, name, summary.version, record, _prune(name, clock, batch.keep_days)
+        ):
             if not _is_own(log, name, record):
                 return False
             summary = read_summary(log, name)
