@@ -37,6 +37,7 @@ from unittest import mock
 
 from ivm_sql import Project
 from ivm_sql.physical import execution
+from ivm_sql.physical.snapshot_state import SnapshotStates
 from ivm_sql.runtime import refresh as refresh_module
 from ivm_sql.storage.delta_log import compute_state
 
@@ -60,14 +61,9 @@ def without_setting(name: str) -> AbstractContextManager:
     return mock.patch.object(execution, "SMALL_DATA_SETTINGS", kept)
 
 
-class NoStatesBeside:
-    """``physical.snapshot_state.SnapshotStates`` undone: no thread computes them."""
-
-    def __init__(self, spark, tables) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+def no_states_beside(spark, tables) -> SnapshotStates:
+    """``SnapshotStates`` undone: asked for none."""
+    return SnapshotStates(spark, ())
 
 
 def refresh_round(
@@ -97,7 +93,7 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
         ivms_way = (lambda: None, nullcontext)
         undone = (
             lambda: None,
-            lambda: mock.patch.object(refresh_module, "SnapshotStates", NoStatesBeside),
+            lambda: mock.patch.object(refresh_module, "SnapshotStates", no_states_beside),
         )
     kept: dict[str, list[tuple[float, int]]] = {"ivm's way": [], "undone": []}
     for number in range(rounds):

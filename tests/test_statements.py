@@ -19,6 +19,7 @@ from ivm_sql.host import WarmSnapshots
 from ivm_sql.physical import materialize
 from ivm_sql.physical.cost import SMALL_CHANGE
 from ivm_sql.physical.execution import SMALL_MERGE_ROWS, SMALL_MERGE_TABLE, is_small_merge
+from ivm_sql.physical.snapshot_state import SnapshotStates
 from ivm_sql.project import Project
 from ivm_sql.runtime import refresh as refresh_module
 from ivm_sql.runtime.refresh import Refresher
@@ -153,14 +154,9 @@ def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(
     assert not failures, failures
 
 
-class NoStatesBeside:
-    """``physical.snapshot_state.SnapshotStates`` turned off: no thread computes them."""
-
-    def __init__(self, spark, tables) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+def no_states_beside(spark, tables) -> SnapshotStates:
+    """``SnapshotStates`` undone: asked for none."""
+    return SnapshotStates(spark, ())
 
 
 def test_tables_whose_delta_state_the_server_computed_commit_with_one_job_less_each(
@@ -181,7 +177,7 @@ def test_tables_whose_delta_state_the_server_computed_commit_with_one_job_less_e
         project.sql("INSERT INTO events VALUES (1, 1)")
         group = f"warm-state-{next(rounds)}"
         with (
-            mock.patch.object(refresh_module, "SnapshotStates", NoStatesBeside),
+            mock.patch.object(refresh_module, "SnapshotStates", no_states_beside),
             job_group(spark, group) as jobs,
         ):
             [report] = project.refresh()

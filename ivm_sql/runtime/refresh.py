@@ -42,7 +42,6 @@ from ivm_sql.physical import (
     layout,
     materialize,
     one_statement,
-    snapshot_state,
 )
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.cost import (
@@ -55,7 +54,7 @@ from ivm_sql.physical.cost import (
 )
 from ivm_sql.physical.recompute import Recomputes
 from ivm_sql.physical.sizes import TableSizes
-from ivm_sql.physical.snapshot_state import SnapshotStates
+from ivm_sql.physical.snapshot_state import SnapshotStates, will_commit
 from ivm_sql.physical.view_table import WHOLE_OVERWRITE
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.runtime import fixpoint, workers
@@ -318,10 +317,7 @@ class Refresher:
             for stage in plan.stages:
                 try:
                     if self.log.exists(stage.table) and (
-                        self.full
-                        or snapshot_state.will_commit(
-                            self.log.last_record(stage.table)[1], self.current
-                        )
+                        self.full or will_commit(self.log.last_record(stage.table)[1], self.current)
                     ):
                         tables.append(stage.table)
                 except IvmError:  # the refresh reports it when it reaches the stage
