@@ -81,7 +81,11 @@ def _stored_rows(log: delta_log.DeltaLog, plan: ViewPlan) -> int | None:
     """The view's row count from its table's file statistics, when they give it exactly: the
     view reads every row of its table (no filter), each once (no weight above 1)."""
     output = plan.output
-    if output.where is not None or not isinstance(output.weight, (exp.Literal, exp.Column)):
+    if (
+        output.where is not None
+        or output.state is not None  # a trace of state deltas: its rows are not the view's
+        or not isinstance(output.weight, (exp.Literal, exp.Column))
+    ):
         return None
     once = output.weight.name if isinstance(output.weight, exp.Column) else None
     return log.row_count(output.table, log.latest_version(output.table), once=once)

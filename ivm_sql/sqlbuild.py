@@ -107,6 +107,15 @@ def consolidate(query: exp.Query, columns: tuple[str, ...], alias_name: str = "d
     return select.having(exp.NEQ(this=total.copy(), expression=lit(0)))
 
 
+def insert_columns(table_name: str, columns: tuple[str, ...], query: exp.Query) -> exp.Insert:
+    """INSERT INTO the table's ``columns`` the same-named columns of ``query``'s rows (an
+    append: Delta lists and rewrites no file)."""
+    return exp.Insert(
+        this=exp.Schema(this=table(table_name), expressions=[ident(c) for c in columns]),
+        expression=exp.select(*(col(c) for c in columns)).from_(subquery(query, "s")),
+    )
+
+
 def to_sql(expression: exp.Expression, pretty: bool = True) -> str:
     return expression.sql(dialect=DIALECT, pretty=pretty)
 

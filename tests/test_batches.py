@@ -2,7 +2,9 @@
 ``physical.batches``), under the differential oracle: random inserts, updates and deletes
 with duplicates, NULLs and churn, after which every view equals its SELECT, including views
 that read the trace through operators that need it consolidated (DISTINCT, MIN and MAX, an
-anti-join, a left join) and the views' own rows."""
+anti-join, a left join) and the views' own rows. So is the aggregate of a view that no
+other view reads (``incremental.aggregate``): its per-group state deltas appended, summed
+when read."""
 
 from __future__ import annotations
 
@@ -55,6 +57,25 @@ OVER_LINES = [
         reads=("lines",),
     ),
 ]
+# aggregates no other view reads: their tables are traces of per-group state deltas
+TRACED_AGGREGATES = [
+    ViewSpec(
+        "customer_totals",
+        "SELECT customer_id, COUNT(*) AS n, COUNT(country) AS c, SUM(qty) AS q, AVG(qty) AS a "
+        "FROM lines GROUP BY customer_id",
+        reads=("lines",),
+    ),
+    ViewSpec(
+        "busy_countries",
+        "SELECT country, SUM(qty) AS q FROM lines GROUP BY country HAVING COUNT(*) > 1",
+        reads=("lines",),
+    ),
+    ViewSpec(
+        "line_sums",
+        "SELECT COUNT(*) AS n, SUM(qty) AS q, AVG(qty) AS a FROM lines",
+        reads=("lines",),
+    ),
+]
 EVERY = 3  # a rewrite every third batch, so that the rounds below meet two
 
 
@@ -80,7 +101,7 @@ def trace_writes(project: Project, view: str) -> list[str]:
 def test_trace_of_batches_equals_its_select_through_appends_and_rewrites(
     spark, tmp_project: MakeProject
 ) -> None:
-    specs = [LINES, *OVER_LINES]
+    specs = [LINES, *OVER_LINES, *TRACED_AGGREGATES]
     project = Project.open(
         tmp_project(
             {
@@ -110,10 +131,11 @@ def test_trace_of_batches_equals_its_select_through_appends_and_rewrites(
                 f"round {round_}\n  changes:\n    " + ";\n    ".join(statements),
                 verify=round_ == 4,
             )
-    writes = trace_writes(project, "lines")
-    # every third batch rewrote the trace; the batches between were appended
-    assert writes.count("rewritten") >= 1 and writes.count("appended") >= 3, writes
-    assert "MERGE" not in writes, writes
+    # every third batch rewrote each trace; the batches between were appended
+    for view in ["lines", *(spec.name for spec in TRACED_AGGREGATES)]:
+        writes = trace_writes(project, view)
+        assert writes.count("rewritten") >= 1 and writes.count("appended") >= 2, (view, writes)
+        assert "MERGE" not in writes, (view, writes)
 
 
 def test_a_rewrite_leaves_each_row_once(spark, tmp_project: MakeProject) -> None:
@@ -154,3 +176,40 @@ def test_a_rewrite_leaves_each_row_once(spark, tmp_project: MakeProject) -> None
         "appended",
         "rewritten",
     ]
+
+
+def test_an_aggregate_a_new_view_reads_is_rebuilt_to_keep_its_state_whole(
+    spark, tmp_project: MakeProject
+) -> None:
+    """An aggregate no view reads keeps a trace of state deltas; once a view reads it, its
+    table is rebuilt (its plan changed) and takes each change with a MERGE, so that the view
+    above reads result rows from its change data feed. Both views equal their SELECT."""
+    totals = TRACED_AGGREGATES[0]
+    above = ViewSpec(
+        "big_customers", "SELECT customer_id FROM customer_totals WHERE q > 2", reads=(totals.name,)
+    )
+    root = tmp_project(
+        {
+            "migrations/0001_tables.sql": MIGRATION,
+            "ivm.yaml": INCREMENTAL_ONLY,
+            "views/lines.sql": views_file([LINES, totals]),
+        }
+    )
+    project = Project.open(root, spark=spark)
+    project.migrate()
+    changes = RandomChanges(random.Random(5))
+    apply_changes(project, changes.initial())
+    project.refresh()
+    apply_changes(project, changes.round(table_rows(project)))
+    project.refresh()
+    assert trace_writes(project, totals.name)[-1] == "appended"
+
+    (root / "views" / "above.sql").write_text(views_file([above]))
+    reports = {r.view.split(".")[-1]: r for r in project.refresh()}
+    assert reports[totals.name].action == "recomputed", reports[totals.name]
+    assert reports[above.name].action == "created"
+    apply_changes(project, changes.round(table_rows(project)))
+    project.refresh()
+    writes = trace_writes(project, totals.name)
+    assert writes[-1] == "MERGE", writes
+    check_round(project, [LINES, totals, above], "after the view above came", verify=True)

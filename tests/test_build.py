@@ -58,9 +58,9 @@ def build(*texts: str) -> dict[str, Node]:
         built.append(root)
         return real_prune(root)
 
-    def spy(database: str, view: str, root: Node):
+    def spy(database: str, view: str, root: Node, traced: bool):
         roots[view] = built.pop()
-        return real_plan(database, view, root)
+        return real_plan(database, view, root, traced)
 
     with (
         mock.patch.object(compile_one, "prune", spy_prune),

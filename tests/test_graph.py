@@ -42,7 +42,11 @@ from ivm_sql.graph.model import WIDTH, GraphBuilder, GraphNode
 from ivm_sql.viewdefs import parse_view
 
 HAS_DOT = shutil.which("dot") is not None
-AGGREGATE_STRATEGY = "incremental: COUNT/SUM/AVG per group updated from the change alone"
+# no other view reads these aggregates, so each keeps its state as a trace of deltas
+AGGREGATE_STRATEGY = (
+    "incremental: COUNT/SUM/AVG per group updated from the change alone, appended as a batch "
+    "of per-group deltas and summed when read (no other view reads this one)"
+)
 
 
 # helpers ---------------------------------------------------------------------------------

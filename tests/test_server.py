@@ -175,7 +175,7 @@ def test_commands_of_the_project_use_the_server(served: tuple[Path, ServerRecord
         "shop.categories_sold",
     ]
     assert "54.75" in ok(root, "sql", "SELECT revenue FROM revenue_by_country WHERE country = 'US'")
-    assert "MERGE INTO `shop`.`__ivm_shipped_totals`" in ok(root, "compile", "shipped_totals")
+    assert "INSERT INTO `shop`.`__ivm_shipped_totals`" in ok(root, "compile", "shipped_totals")
     assert not (root / ".ivm" / "spark.log").exists()  # no command started a JVM of its own
 
 

@@ -24,6 +24,11 @@ class Scan:
     ``batches``: the table is a trace of appended batches (``incremental.bag``), where a row
     may be stored more than once and weights may cancel, so a snapshot of it is consolidated
     when read.
+    ``state``: the table is a trace of an aggregate's per-group state deltas
+    (``incremental.aggregate``), and the stored rows ``exprs`` and ``where`` read are this
+    query over it, which sums them per group. Only a view's table that no other view reads
+    is kept so: its rows are read through the view users query, never as a snapshot or a
+    change.
     """
 
     table: str
@@ -32,6 +37,7 @@ class Scan:
     exprs: tuple[exp.Expression, ...] | None = None
     where: exp.Expression | None = None
     batches: bool = False
+    state: exp.Select | None = None
 
     @property
     def inputs(self) -> tuple[Node, ...]:

@@ -26,7 +26,8 @@ def compile_views(
 
     ``cache`` (view name -> (key, plan)), kept by the caller across compiles, returns the
     same plan while the view's text and location, the columns of the tables it reads and
-    the plans of the views it reads are all unchanged: compiling is pure in those.
+    the plans of the views it reads, and whether a view reads it, are all unchanged:
+    compiling is pure in those.
     """
     by_name = {v.name: v for v in views}
     # view -> its text
@@ -42,6 +43,7 @@ def compile_views(
             location=by_name[cycle[0]].location,
             hint="a view cannot depend on itself, directly or through others",
         ) from None
+    read_by_views = {d for reads in graph.values() for d in reads}
     plans: dict[str, ViewPlan] = {}
     keys: dict[str, tuple] = {}
     for name in order:
@@ -55,12 +57,15 @@ def compile_views(
             database,
             tuple((t, tuple(c)) for t, c in schemas.items()),
             tuple(keys[d] for d in references(view, database) if d in plans),
+            name in read_by_views,
         )
         cached = cache.get(name) if cache is not None else None
         if cached is not None and cached[0] == keys[name]:
             plans[name] = cached[1]
         else:
-            plans[name] = compile_view(view, catalog, database, plans, schemas, policy)
+            plans[name] = compile_view(
+                view, catalog, database, plans, schemas, policy, name in read_by_views
+            )
         if cache is not None:
             cache[name] = (keys[name], plans[name])
     return [plans[name] for name in order]

@@ -181,7 +181,13 @@ def rows_query(output: Scan) -> exp.Select:
         for e, c in zip(output.exprs or [col(c) for c in output.columns], output.columns)
     ]
     if isinstance(output.weight, exp.Literal):
-        select = exp.select(*exprs).from_(table(output.table))
+        # an aggregate's trace is read summed per group (``incremental.aggregate``)
+        stored = (
+            subquery(output.state.copy(), "stored")
+            if output.state is not None
+            else table(output.table)
+        )
+        select = exp.select(*exprs).from_(stored)
         return select.where(output.where.copy()) if output.where is not None else select
     if output.batches:
         # a trace of batches: each row once, its weights summed (``incremental.bag``)

@@ -10,7 +10,7 @@ from sqlglot import exp
 from ivm_sql.compiler.plan import ViewPlan, overwrite_table, symbolic_pins
 from ivm_sql.config import RefreshSettings
 from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot, top_k
-from ivm_sql.incremental.stages import BagStage, FixpointStage, Stage, TopKStage
+from ivm_sql.incremental.stages import TRACES, FixpointStage, Stage, TopKStage
 from ivm_sql.incremental.temporal import CLOCK
 from ivm_sql.incremental.versions import Versions
 from ivm_sql.physical import batches, bounds, changes, execution, layout, materialize, one_statement
@@ -69,7 +69,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
             if write is not None
             else "-- nothing: the stage reads no table, so no change ever reaches it",
         ]
-        if isinstance(stage, BagStage) and write is not None:
+        if isinstance(stage, TRACES) and write is not None:
             lines += [
                 f"-- every {batches.EVERY}th batch instead, the table rewritten consolidated:",
                 to_sql(stage.rewrite(stage.change_query(symbolic))) + ";",

@@ -27,7 +27,10 @@ def compile_view(
     plans: dict[str, ViewPlan],
     schemas: dict[str, Schema] | None = None,
     policy: RefreshPolicy = RefreshPolicy.AUTO,
+    read_by_views: bool = True,
 ) -> ViewPlan:
+    """``view``'s plan; ``read_by_views``: another view of the project reads it, so its
+    table must hold its state as it is (no trace of state deltas: ``incremental.aggregate``)."""
     if schemas is None:
         schemas = input_schemas(view, catalog, database, plans)
     qualified = qualify_view(view, schemas, database)
@@ -55,7 +58,7 @@ def compile_view(
             hint="name the columns of a generator with several columns: posexplode(x) AS (pos, item), "
             "or move it into LATERAL VIEW",
         )
-    stages, output = plan_stages(database, view.name, prune(root))
+    stages, output = plan_stages(database, view.name, prune(root), traced=not read_by_views)
     output = with_schema(output, schema)
     if policy.incremental:
         refuse_whole_recompute(view, policy, stages)

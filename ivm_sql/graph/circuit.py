@@ -36,6 +36,7 @@ from ivm_sql.graph.model import Graph, GraphBuilder, Kind
 from ivm_sql.incremental import join
 from ivm_sql.incremental.stages import (
     AggregateStage,
+    AggregateTraceStage,
     BagStage,
     DistinctStage,
     FixpointStage,
@@ -49,6 +50,7 @@ STAGE_OPERATORS = {
     BagStage: Kind.INTEGRATE,
     DistinctStage: Kind.DISTINCT,
     AggregateStage: Kind.AGGREGATE,
+    AggregateTraceStage: Kind.AGGREGATE,
     FixpointStage: Kind.FIXED_POINT,
     TopKStage: Kind.TOP_K,
 }

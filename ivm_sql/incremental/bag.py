@@ -21,7 +21,7 @@ from ivm_sql.sqlbuild import (
     WEIGHT,
     col,
     consolidate,
-    ident,
+    insert_columns,
     null_safe_eq,
     subquery,
     table,
@@ -82,11 +82,7 @@ def merge(table_name: str, input_columns: tuple[str, ...], change_query: exp.Que
 
 def append(table_name: str, input_columns: tuple[str, ...], change_query: exp.Query) -> exp.Insert:
     """INSERT the consolidated change as one more batch of the trace."""
-    columns = (*input_columns, WEIGHT)
-    return exp.Insert(
-        this=exp.Schema(this=table(table_name), expressions=[ident(c) for c in columns]),
-        expression=exp.select(*(col(c) for c in columns)).from_(subquery(change_query, CHANGE)),
-    )
+    return insert_columns(table_name, (*input_columns, WEIGHT), change_query)
 
 
 def rewrite(table_name: str, input_columns: tuple[str, ...], change_query: exp.Query) -> exp.Insert:

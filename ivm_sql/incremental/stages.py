@@ -49,6 +49,7 @@ METHODS = {
     "bag": "linear and join changes appended to the stored rows as a batch (multiplicity per row)",
     "distinct": "per-row counts, a row appears or disappears when its count crosses zero",
     "aggregate": "COUNT/SUM/AVG per group updated from the change alone",
+    "aggregate_trace": "COUNT/SUM/AVG per group updated from the change alone, appended as a batch of per-group deltas and summed when read (no other view reads this one)",
     "extremes": "MIN/MAX per group from the change alone, a group rescanned only when its extreme loses its last row",
     "fixpoint": "fixed-point loop, the recursive term iterated over the change until it is empty",
     "top_k": "ORDER BY ... LIMIT from a prefix of candidates",
@@ -204,6 +205,28 @@ class AggregateStage(Stage):
         return aggregate.merge(self.table, self.node, change)
 
 
+class AggregateTraceStage(AggregateStage):
+    """An aggregate (no MIN or MAX) of a view no other view reads, its table a trace of
+    appended per-group state deltas (``incremental.aggregate``): the same state, summed
+    when read."""
+
+    @property
+    def method(self) -> str:
+        return METHODS["aggregate_trace"]
+
+    def write(self, change: exp.Query) -> exp.Expression:
+        """The INSERT that appends ``change`` to the trace as one batch."""
+        return aggregate.append(self.table, self.node, change)
+
+    def rewrite(self, change: exp.Query) -> exp.Insert:
+        """The INSERT OVERWRITE that writes the trace and ``change`` summed per group."""
+        return aggregate.rewrite(self.table, self.node, change)
+
+
+# the stages whose table is a trace of appended batches, now and then rewritten consolidated
+TRACES = (BagStage, AggregateTraceStage)
+
+
 class RecomputeStage(Stage):
     """An operator without an incremental rule, recomputed for the keys a change touches
     (or whole, with one global key), and the rows it stored for them replaced."""
@@ -288,9 +311,10 @@ class FixpointStage(Stage):
 class Lowering:
     """Replaces every DISTINCT and GROUP BY by a Scan of a new stage's table."""
 
-    def __init__(self, database: str, view: str):
+    def __init__(self, database: str, view: str, traced: bool = False):
         self.database = database
         self.view = view
+        self.traced = traced  # the view's own aggregate may be kept as a trace (no view reads it)
         self.stages: list[Stage] = []
         self._kept: dict[
             str, Stage
@@ -331,7 +355,9 @@ class Lowering:
         if kept is not None:  # the same state twice (a WITH read twice, TPC-H Q15): kept once
             return aggregate.reader(kept.table, node)
         stage: Stage
-        if isinstance(node, Aggregate):
+        if isinstance(node, Aggregate) and final and self.traced and not extremes.calls(node):
+            stage, output = AggregateTraceStage(name, lowered), aggregate.trace_reader(name, node)
+        elif isinstance(node, Aggregate):
             stage, output = AggregateStage(name, lowered), aggregate.reader(name, node)
         elif isinstance(node, Distinct):
             stage, output = DistinctStage(name, lowered.input), distinct.reader(name, node)
@@ -361,14 +387,18 @@ def _computes(stage: Stage) -> str | None:
     )
 
 
-def plan_stages(database: str, view: str, root: Node) -> tuple[list[Stage], Scan]:
-    """The stages of a view, innermost first, and the Scan that reads the view's rows.
+def plan_stages(
+    database: str, view: str, root: Node, traced: bool = False
+) -> tuple[list[Stage], Scan]:
+    """The stages of a view, innermost first, and the Scan that reads the view's rows;
+    ``traced``: no other view reads it, so an aggregate as its last stage (no MIN or MAX)
+    keeps its table as a trace (``AggregateTraceStage``).
 
     A projection or filter directly above the view's last DISTINCT or GROUP BY is folded
     into the reader instead of being stored again (it is linear, so reading the state's
     changes through it is exact).
     """
-    lowering = Lowering(database, view)
+    lowering = Lowering(database, view, traced)
     top, above = root, None
     stateful = (Distinct, Aggregate, Recompute, TopK, Recursive)
     # A filter on the clock stays a stage: a reader is evaluated when queried, not at a refresh.
@@ -400,11 +430,6 @@ def compose(above: Select, reader: Scan) -> Scan:
     where = substitute(above.condition) if above.condition is not None else None
     if reader.where is not None:
         where = exp.and_(reader.where.copy(), where) if where is not None else reader.where.copy()
-    return Scan(
-        reader.table,
-        above.columns,
-        reader.weight,
-        tuple(substitute(e) for e in above.exprs),
-        where,
-        reader.batches,
+    return replace(
+        reader, columns=above.columns, exprs=tuple(substitute(e) for e in above.exprs), where=where
     )

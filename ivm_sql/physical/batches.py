@@ -1,7 +1,8 @@
 """How a view's trace of batches is written: one more batch, or rewritten consolidated.
 
 A bag stage's table is a trace (``incremental.bag``): each refresh appends its change as one
-batch, and every read consolidates what it reads. So what a read costs grows with the
+batch, and every read consolidates what it reads. So is the aggregate of a view that no
+other view reads (``incremental.aggregate``), its batches per-group state deltas. So what a read costs grows with the
 batches gathered, and a row that came and went stays stored until they are consolidated.
 Every ``EVERY``-th batch, the refresh writes the table consolidated instead, with the change
 in it: one INSERT OVERWRITE, which costs about what the MERGE it replaces did (1.1-1.3 s
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.incremental.stages import BagStage, Stage
+from ivm_sql.incremental.stages import TRACES, Stage
 from ivm_sql.storage.delta_log import Commit, DeltaLog
 
 EVERY = 16  # the batch that is written as a consolidating rewrite instead of appended
@@ -27,7 +28,7 @@ EVERY = 16  # the batch that is written as a consolidating rewrite instead of ap
 
 def write(stage: Stage, change: exp.Query, log: DeltaLog, latest: int) -> exp.Expression:
     """The statement that adds ``change`` to the stage's table at version ``latest``."""
-    if isinstance(stage, BagStage) and batches_since_consolidated(log, stage.table, latest) >= (
+    if isinstance(stage, TRACES) and batches_since_consolidated(log, stage.table, latest) >= (
         EVERY - 1
     ):
         return stage.rewrite(change)
@@ -57,6 +58,7 @@ def is_append(commit: Commit) -> bool:
 
 def describe() -> str:
     return (
-        f"a view's bag table takes each change as an appended batch, read consolidated, and every "
-        f"{EVERY}th batch is written as the table rewritten consolidated"
+        f"a view's bag table (and the aggregate of a view no other view reads) takes each change "
+        f"as an appended batch, read consolidated, and every {EVERY}th batch is written as the "
+        "table rewritten consolidated"
     )

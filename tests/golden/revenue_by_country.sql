@@ -4,12 +4,12 @@
 -- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
 -- each refresh: each source's change data feed is read once per refresh and kept in memory for every stage that reads it; the change is computed once before its MERGE: a small one collected as rows the MERGE reads from its plan (up to 20,000 rows), a larger one cached in memory; an empty change skips the MERGE and only records the new versions;
--- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows; a Delta checkpoint every 50 commits, written after the refresh's commits (by the server, between commands); a view's bag table takes each change as an appended batch, read consolidated, and every 16th batch is written as the table rewritten consolidated;
+-- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows; a Delta checkpoint every 50 commits, written after the refresh's commits (by the server, between commands); a view's bag table (and the aggregate of a view no other view reads) takes each change as an appended batch, read consolidated, and every 16th batch is written as the table rewritten consolidated;
 -- execution: a change that reads under 32 MiB of Delta data (and is small itself), a MERGE of at most 10,000 changed rows into a table under 1 MiB, or a recompute that reads under 4 MiB, runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
 -- pruning: in a join term or a touched-keys recompute, an input that scans 8 MiB of Delta data or more is read only where its join key is among the change's keys (IN a list of up to 16, or up to 4 BETWEEN ranges split at the widest gaps): literals Delta skips files by;
 -- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows, or when its change would scan at least the bytes a recompute scans (an input bounded by the change's keys: the files they open).
 
--- stage 1/1: shop.__ivm_revenue_by_country [aggregate] incremental: COUNT/SUM/AVG per group updated from the change alone
+-- stage 1/1: shop.__ivm_revenue_by_country [aggregate] incremental: COUNT/SUM/AVG per group: each change's per-group state deltas appended as a batch, summed when read
 -- first refresh (or recompute):
 CREATE OR REPLACE TABLE `shop`.`__ivm_revenue_by_country`
 USING DELTA
@@ -17,7 +17,7 @@ TBLPROPERTIES (
   'delta.enableChangeDataFeed'='true',
   'delta.enableDeletionVectors'='false',
   'delta.checkpointInterval'='100',
-  'ivm.plan'='b51e82854639312a'
+  'ivm.plan'='a7a2bb7759f06d1b'
 ) AS
 SELECT
   `g0`,
@@ -58,8 +58,22 @@ FROM (
 GROUP BY
   `g0`;
 -- each refresh:
-MERGE INTO `shop`.`__ivm_revenue_by_country` AS `t`
-USING (
+INSERT INTO `shop`.`__ivm_revenue_by_country` (
+  `g0`,
+  `__ivm_count`,
+  `__ivm_n1`,
+  `__ivm_s1`,
+  `__ivm_n2`,
+  `__ivm_s2`
+)
+SELECT
+  `g0`,
+  `__ivm_count`,
+  `__ivm_n1`,
+  `__ivm_s1`,
+  `__ivm_n2`,
+  `__ivm_s2`
+FROM (
   SELECT
     `g0`,
     COALESCE(SUM(`__ivm_w`), 0) AS `__ivm_count`,
@@ -95,23 +109,75 @@ USING (
     OR COALESCE(SUM(`a0` * `__ivm_w`), 0) <> 0
     OR COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) <> 0
     OR COALESCE(SUM(`a0` * `__ivm_w`), 0) <> 0
-) AS `s`
-ON `t`.`g0` IS NOT DISTINCT FROM `s`.`g0`
-WHEN MATCHED AND `t`.`__ivm_count` + `s`.`__ivm_count` = 0 THEN DELETE
-WHEN MATCHED THEN UPDATE SET
-  `t`.`__ivm_count` = `t`.`__ivm_count` + `s`.`__ivm_count`,
-  `t`.`__ivm_n1` = `t`.`__ivm_n1` + `s`.`__ivm_n1`,
-  `t`.`__ivm_s1` = `t`.`__ivm_s1` + `s`.`__ivm_s1`,
-  `t`.`__ivm_n2` = `t`.`__ivm_n2` + `s`.`__ivm_n2`,
-  `t`.`__ivm_s2` = `t`.`__ivm_s2` + `s`.`__ivm_s2`
-WHEN NOT MATCHED AND `s`.`__ivm_count` > 0 THEN INSERT (`g0`, `__ivm_count`, `__ivm_n1`, `__ivm_s1`, `__ivm_n2`, `__ivm_s2`) VALUES (
-  `s`.`g0`,
-  `s`.`__ivm_count`,
-  `s`.`__ivm_n1`,
-  `s`.`__ivm_s1`,
-  `s`.`__ivm_n2`,
-  `s`.`__ivm_s2`
-);
+) AS `s`;
+-- every 16th batch instead, the table rewritten consolidated:
+INSERT OVERWRITE TABLE `shop`.`__ivm_revenue_by_country`
+SELECT
+  `g0`,
+  SUM(`__ivm_count`) AS `__ivm_count`,
+  SUM(`__ivm_n1`) AS `__ivm_n1`,
+  SUM(`__ivm_s1`) AS `__ivm_s1`,
+  SUM(`__ivm_n2`) AS `__ivm_n2`,
+  SUM(`__ivm_s2`) AS `__ivm_s2`
+FROM (
+  SELECT
+    `g0`,
+    `__ivm_count`,
+    `__ivm_n1`,
+    `__ivm_s1`,
+    `__ivm_n2`,
+    `__ivm_s2`
+  FROM `shop`.`__ivm_revenue_by_country`
+  UNION ALL
+  SELECT
+    `g0`,
+    `__ivm_count`,
+    `__ivm_n1`,
+    `__ivm_s1`,
+    `__ivm_n2`,
+    `__ivm_s2`
+  FROM (
+    SELECT
+      `g0`,
+      COALESCE(SUM(`__ivm_w`), 0) AS `__ivm_count`,
+      COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) AS `__ivm_n1`,
+      COALESCE(SUM(`a0` * `__ivm_w`), 0) AS `__ivm_s1`,
+      COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) AS `__ivm_n2`,
+      COALESCE(SUM(`a0` * `__ivm_w`), 0) AS `__ivm_s2`
+    FROM (
+      SELECT
+        `order_lines`.`country` AS `g0`,
+        `order_lines`.`amount` AS `a0`,
+        `order_lines`.`__ivm_w` AS `__ivm_w`
+      FROM (
+        SELECT
+          `country` AS `country`,
+          CAST(`amount` AS DECIMAL(10, 2)) AS `amount`,
+          `status` AS `status`,
+          IF(`_change_type` IN ('insert', 'update_postimage'), 1, -1) * `__ivm_w` AS `__ivm_w`
+        FROM TABLE_CHANGES(
+          'shop.__ivm_order_lines',
+          :shop___ivm_order_lines_old + 1,
+          :shop___ivm_order_lines_new
+        )
+      ) AS `order_lines`
+      WHERE
+        `order_lines`.`status` <> 'cancelled'
+    ) AS `d`
+    GROUP BY
+      `g0`
+    HAVING
+      COALESCE(SUM(`__ivm_w`), 0) <> 0
+      OR COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) <> 0
+      OR COALESCE(SUM(`a0` * `__ivm_w`), 0) <> 0
+      OR COALESCE(SUM(IF(`a0` IS NULL, 0, `__ivm_w`)), 0) <> 0
+      OR COALESCE(SUM(`a0` * `__ivm_w`), 0) <> 0
+  ) AS `s`
+) AS `d`
+GROUP BY
+  `g0`
+HAVING
+  SUM(`__ivm_count`) > 0;
 
 -- what users query:
 CREATE OR REPLACE VIEW `shop`.`revenue_by_country` AS
@@ -120,4 +186,17 @@ SELECT
   `__ivm_count` AS `orders`,
   CAST(CASE WHEN `__ivm_n1` > 0 THEN `__ivm_s1` END AS DECIMAL(10, 2)) AS `revenue`,
   CASE WHEN `__ivm_n2` > 0 THEN `__ivm_s2` / `__ivm_n2` END AS `avg_order`
-FROM `shop`.`__ivm_revenue_by_country`;
+FROM (
+  SELECT
+    `g0`,
+    SUM(`__ivm_count`) AS `__ivm_count`,
+    SUM(`__ivm_n1`) AS `__ivm_n1`,
+    SUM(`__ivm_s1`) AS `__ivm_s1`,
+    SUM(`__ivm_n2`) AS `__ivm_n2`,
+    SUM(`__ivm_s2`) AS `__ivm_s2`
+  FROM `shop`.`__ivm_revenue_by_country`
+  GROUP BY
+    `g0`
+  HAVING
+    SUM(`__ivm_count`) > 0
+) AS `stored`;
