@@ -2,9 +2,9 @@
 ``physical.batches``), under the differential oracle: random inserts, updates and deletes
 with duplicates, NULLs and churn, after which every view equals its SELECT, including views
 that read the trace through operators that need it consolidated (DISTINCT, MIN and MAX, an
-anti-join, a left join) and the views' own rows. So is the aggregate of a view that no
-other view reads (``incremental.aggregate``): its per-group state deltas appended, summed
-when read."""
+anti-join, a left join) and the views' own rows. So are the DISTINCT and the aggregate of a
+view that no other view reads (``incremental.distinct``, ``incremental.aggregate``): their
+per-row count deltas and per-group state deltas appended, summed when read."""
 
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ LINES = ViewSpec(
     "JOIN customers c ON o.customer_id = c.id",
 )
 OVER_LINES = [
-    ViewSpec("line_countries", "SELECT DISTINCT country FROM lines", reads=("lines",)),
     ViewSpec(
         "line_extremes",
         "SELECT country, MIN(qty) AS lo, MAX(qty) AS hi, COUNT(*) AS n, SUM(qty) AS q "
@@ -57,8 +56,13 @@ OVER_LINES = [
         reads=("lines",),
     ),
 ]
-# aggregates no other view reads: their tables are traces of per-group state deltas
-TRACED_AGGREGATES = [
+# DISTINCT and aggregates that no other view reads: their tables are traces of per-row
+# count deltas and per-group state deltas
+TRACED_STATES = [
+    ViewSpec("line_countries", "SELECT DISTINCT country FROM lines", reads=("lines",)),
+    ViewSpec(
+        "customer_countries", "SELECT DISTINCT customer_id, country FROM lines", reads=("lines",)
+    ),
     ViewSpec(
         "customer_totals",
         "SELECT customer_id, COUNT(*) AS n, COUNT(country) AS c, SUM(qty) AS q, AVG(qty) AS a "
@@ -101,7 +105,7 @@ def trace_writes(project: Project, view: str) -> list[str]:
 def test_trace_of_batches_equals_its_select_through_appends_and_rewrites(
     spark, tmp_project: MakeProject
 ) -> None:
-    specs = [LINES, *OVER_LINES, *TRACED_AGGREGATES]
+    specs = [LINES, *OVER_LINES, *TRACED_STATES]
     project = Project.open(
         tmp_project(
             {
@@ -132,7 +136,7 @@ def test_trace_of_batches_equals_its_select_through_appends_and_rewrites(
                 verify=round_ == 4,
             )
     # every third batch rewrote each trace; the batches between were appended
-    for view in ["lines", *(spec.name for spec in TRACED_AGGREGATES)]:
+    for view in ["lines", *(spec.name for spec in TRACED_STATES)]:
         writes = trace_writes(project, view)
         assert writes.count("rewritten") >= 1 and writes.count("appended") >= 2, (view, writes)
         assert "MERGE" not in writes, (view, writes)
@@ -184,7 +188,7 @@ def test_an_aggregate_a_new_view_reads_is_rebuilt_to_keep_its_state_whole(
     """An aggregate no view reads keeps a trace of state deltas; once a view reads it, its
     table is rebuilt (its plan changed) and takes each change with a MERGE, so that the view
     above reads result rows from its change data feed. Both views equal their SELECT."""
-    totals = TRACED_AGGREGATES[0]
+    (totals,) = [spec for spec in TRACED_STATES if spec.name == "customer_totals"]
     above = ViewSpec(
         "big_customers", "SELECT customer_id FROM customer_totals WHERE q > 2", reads=(totals.name,)
     )

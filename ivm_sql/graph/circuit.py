@@ -39,6 +39,7 @@ from ivm_sql.incremental.stages import (
     AggregateTraceStage,
     BagStage,
     DistinctStage,
+    DistinctTraceStage,
     FixpointStage,
     RecomputeStage,
     Stage,
@@ -49,6 +50,7 @@ from ivm_sql.sqlbuild import DIALECT
 STAGE_OPERATORS = {
     BagStage: Kind.INTEGRATE,
     DistinctStage: Kind.DISTINCT,
+    DistinctTraceStage: Kind.DISTINCT,
     AggregateStage: Kind.AGGREGATE,
     AggregateTraceStage: Kind.AGGREGATE,
     FixpointStage: Kind.FIXED_POINT,

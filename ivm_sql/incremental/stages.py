@@ -48,6 +48,7 @@ from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, to_sql
 METHODS = {
     "bag": "linear and join changes appended to the stored rows as a batch (multiplicity per row)",
     "distinct": "per-row counts, a row appears or disappears when its count crosses zero",
+    "distinct_trace": "per-row counts appended as a batch, a row shown while its summed count is above zero (no other view reads this one)",
     "aggregate": "COUNT/SUM/AVG per group updated from the change alone",
     "aggregate_trace": "COUNT/SUM/AVG per group updated from the change alone, appended as a batch of per-group deltas and summed when read (no other view reads this one)",
     "extremes": "MIN/MAX per group from the change alone, a group rescanned only when its extreme loses its last row",
@@ -175,6 +176,23 @@ class DistinctStage(Stage):
         return distinct.merge(self.table, self.node.columns, change)
 
 
+class DistinctTraceStage(DistinctStage):
+    """DISTINCT of a view no other view reads, its table a trace of appended per-row count
+    deltas (``incremental.distinct``): the same counts, summed when read."""
+
+    @property
+    def method(self) -> str:
+        return METHODS["distinct_trace"]
+
+    def write(self, change: exp.Query) -> exp.Expression:
+        """The INSERT that appends ``change`` to the trace as one batch."""
+        return bag.append(self.table, self.node.columns, change)
+
+    def rewrite(self, change: exp.Query) -> exp.Insert:
+        """The INSERT OVERWRITE that writes the trace and ``change`` consolidated."""
+        return bag.rewrite(self.table, self.node.columns, change)
+
+
 class AggregateStage(Stage):
     """GROUP BY with aggregates kept from the change alone (COUNT, SUM, AVG; MIN and MAX with
     the extreme's count): DBSP, Section 4.2, over the group's state."""
@@ -224,7 +242,7 @@ class AggregateTraceStage(AggregateStage):
 
 
 # the stages whose table is a trace of appended batches, now and then rewritten consolidated
-TRACES = (BagStage, AggregateTraceStage)
+TRACES = (BagStage, DistinctTraceStage, AggregateTraceStage)
 
 
 class RecomputeStage(Stage):
@@ -314,7 +332,7 @@ class Lowering:
     def __init__(self, database: str, view: str, traced: bool = False):
         self.database = database
         self.view = view
-        self.traced = traced  # the view's own aggregate may be kept as a trace (no view reads it)
+        self.traced = traced  # its last DISTINCT or aggregate may be a trace (no view reads it)
         self.stages: list[Stage] = []
         self._kept: dict[
             str, Stage
@@ -359,6 +377,9 @@ class Lowering:
             stage, output = AggregateTraceStage(name, lowered), aggregate.trace_reader(name, node)
         elif isinstance(node, Aggregate):
             stage, output = AggregateStage(name, lowered), aggregate.reader(name, node)
+        elif isinstance(node, Distinct) and final and self.traced:
+            stage = DistinctTraceStage(name, lowered.input)
+            output = distinct.trace_reader(name, node)
         elif isinstance(node, Distinct):
             stage, output = DistinctStage(name, lowered.input), distinct.reader(name, node)
         elif isinstance(node, Recompute):
@@ -391,8 +412,8 @@ def plan_stages(
     database: str, view: str, root: Node, traced: bool = False
 ) -> tuple[list[Stage], Scan]:
     """The stages of a view, innermost first, and the Scan that reads the view's rows;
-    ``traced``: no other view reads it, so an aggregate as its last stage (no MIN or MAX)
-    keeps its table as a trace (``AggregateTraceStage``).
+    ``traced``: no other view reads it, so a DISTINCT or an aggregate (no MIN or MAX) as its
+    last stage keeps its table as a trace (``DistinctTraceStage``, ``AggregateTraceStage``).
 
     A projection or filter directly above the view's last DISTINCT or GROUP BY is folded
     into the reader instead of being stored again (it is linear, so reading the state's

@@ -1,8 +1,9 @@
 """How a view's trace of batches is written: one more batch, or rewritten consolidated.
 
 A bag stage's table is a trace (``incremental.bag``): each refresh appends its change as one
-batch, and every read consolidates what it reads. So is the aggregate of a view that no
-other view reads (``incremental.aggregate``), its batches per-group state deltas. So what a read costs grows with the
+batch, and every read consolidates what it reads. So are the DISTINCT and the aggregate of
+a view that no other view reads (``incremental.distinct``, ``incremental.aggregate``), their
+batches per-row count deltas and per-group state deltas. So what a read costs grows with the
 batches gathered, and a row that came and went stays stored until they are consolidated.
 Every ``EVERY``-th batch, the refresh writes the table consolidated instead, with the change
 in it: one INSERT OVERWRITE, which costs about what the MERGE it replaces did (1.1-1.3 s
@@ -58,7 +59,7 @@ def is_append(commit: Commit) -> bool:
 
 def describe() -> str:
     return (
-        f"a view's bag table (and the aggregate of a view no other view reads) takes each change "
-        f"as an appended batch, read consolidated, and every {EVERY}th batch is written as the "
-        "table rewritten consolidated"
+        "a view's bag table (and the DISTINCT or aggregate of a view no other view reads) takes "
+        f"each change as an appended batch, read consolidated, and every {EVERY}th batch is "
+        "written as the table rewritten consolidated"
     )

@@ -4,12 +4,12 @@
 -- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;
 -- terms for sources without changes are left out at run time, and an unchanged view runs nothing.
 -- each refresh: each source's change data feed is read once per refresh and kept in memory for every stage that reads it; the change is computed once before its MERGE: a small one collected as rows the MERGE reads from its plan (up to 20,000 rows), a larger one cached in memory; an empty change skips the MERGE and only records the new versions;
--- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows; a Delta checkpoint every 50 commits, written after the refresh's commits (by the server, between commands); a view's bag table (and the aggregate of a view no other view reads) takes each change as an appended batch, read consolidated, and every 16th batch is written as the table rewritten consolidated;
+-- layout: stage tables keep a change data feed; deletion vectors once a load writes over 1,000,000 rows; a Delta checkpoint every 50 commits, written after the refresh's commits (by the server, between commands); a view's bag table (and the DISTINCT or aggregate of a view no other view reads) takes each change as an appended batch, read consolidated, and every 16th batch is written as the table rewritten consolidated;
 -- execution: a change that reads under 32 MiB of Delta data (and is small itself), a MERGE of at most 10,000 changed rows into a table under 1 MiB, or a recompute that reads under 4 MiB, runs interpreted (no code generation), without adaptive re-planning, on one shuffle partition;
 -- pruning: in a join term or a touched-keys recompute, an input that scans 8 MiB of Delta data or more is read only where its join key is among the change's keys (IN a list of up to 16, or up to 4 BETWEEN ranges split at the widest gaps): literals Delta skips files by;
 -- each incremental stage: recomputed instead when a refresh's changed rows exceed 10% of the rows the stage reads (refresh.recompute_above) and 10,000 rows, or when its change would scan at least the bytes a recompute scans (an input bounded by the change's keys: the files they open).
 
--- stage 1/1: shop.__ivm_shipped_totals [aggregate] incremental: COUNT/SUM/AVG per group: each change's per-group state deltas appended as a batch, summed when read
+-- stage 1/1: shop.__ivm_shipped_totals [aggregate] incremental: COUNT/SUM/AVG per group updated from the change alone, appended as a batch of per-group deltas and summed when read (no other view reads this one)
 -- first refresh (or recompute):
 CREATE OR REPLACE TABLE `shop`.`__ivm_shipped_totals`
 USING DELTA
