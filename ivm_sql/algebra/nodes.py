@@ -24,11 +24,11 @@ class Scan:
     ``batches``: the table is a trace of appended batches (``incremental.bag``), where a row
     may be stored more than once and weights may cancel, so a snapshot of it is consolidated
     when read.
-    ``state``: the table is a trace of an aggregate's per-group state deltas
-    (``incremental.aggregate``), and the stored rows ``exprs`` and ``where`` read are this
-    query over it, which sums them per group. Only a view's table that no other view reads
-    is kept so: its rows are read through the view users query, never as a snapshot or a
-    change.
+    ``state``: the table is a trace of an aggregate's per-group state deltas or a DISTINCT's
+    per-row count deltas (``incremental.aggregate``, ``incremental.distinct``), and the stored
+    rows ``exprs`` and ``where`` read are this query over it, which sums them. Only a view's
+    table that no other view reads is kept so: its rows are read through the view users
+    query, never as a snapshot or a change.
     """
 
     table: str

@@ -181,7 +181,7 @@ def rows_query(output: Scan) -> exp.Select:
         for e, c in zip(output.exprs or [col(c) for c in output.columns], output.columns)
     ]
     if isinstance(output.weight, exp.Literal):
-        # an aggregate's trace is read summed per group (``incremental.aggregate``)
+        # an aggregate's or a DISTINCT's trace is read summed (``Scan.state``)
         stored = (
             subquery(output.state.copy(), "stored")
             if output.state is not None

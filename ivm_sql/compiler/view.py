@@ -30,7 +30,7 @@ def compile_view(
     read_by_views: bool = True,
 ) -> ViewPlan:
     """``view``'s plan; ``read_by_views``: another view of the project reads it, so its
-    table must hold its state as it is (no trace of state deltas: ``incremental.aggregate``)."""
+    table must hold its state as it is (no trace of deltas: ``incremental.stages.TRACES``)."""
     if schemas is None:
         schemas = input_schemas(view, catalog, database, plans)
     qualified = qualify_view(view, schemas, database)

@@ -34,7 +34,7 @@ def scan_snapshot(scan: Scan, pins: Pins, when: str) -> exp.Query:
     A trace of batches (``scan.batches``) is consolidated as it is read: the same Z-set with
     each row once, as every operator above expects of a stored table.
     """
-    assert scan.state is None, "an aggregate's trace is read only by the view users query"
+    assert scan.state is None, "a trace of state deltas is read only by the view users query"
     versions = pins[scan.table]
     if when == "old" and versions.changed:
         return union_all([scan_snapshot(scan, pins, "new"), scan_delta(scan, pins, negated=True)])
