@@ -116,6 +116,14 @@ def insert_columns(table_name: str, columns: tuple[str, ...], query: exp.Query) 
     )
 
 
+def stored_and_change(table_name: str, columns: tuple[str, ...], change: exp.Query) -> exp.Query:
+    """The table's rows and ``change``'s, in ``columns`` (UNION ALL): what a trace's
+    consolidating rewrite sums."""
+    stored = exp.select(*(col(c) for c in columns)).from_(table(table_name))
+    changed = exp.select(*(col(c) for c in columns)).from_(subquery(change, "s"))
+    return union_all([stored, changed])
+
+
 def to_sql(expression: exp.Expression, pretty: bool = True) -> str:
     return expression.sql(dialect=DIALECT, pretty=pretty)
 

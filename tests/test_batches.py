@@ -187,7 +187,8 @@ def test_an_aggregate_a_new_view_reads_is_rebuilt_to_keep_its_state_whole(
 ) -> None:
     """An aggregate no view reads keeps a trace of state deltas; once a view reads it, its
     table is rebuilt (its plan changed) and takes each change with a MERGE, so that the view
-    above reads result rows from its change data feed. Both views equal their SELECT."""
+    above reads result rows from its change data feed; once none does, it is rebuilt and
+    appended to again. The views equal their SELECT throughout."""
     (totals,) = [spec for spec in TRACED_STATES if spec.name == "customer_totals"]
     above = ViewSpec(
         "big_customers", "SELECT customer_id FROM customer_totals WHERE q > 2", reads=(totals.name,)
@@ -217,3 +218,12 @@ def test_an_aggregate_a_new_view_reads_is_rebuilt_to_keep_its_state_whole(
     writes = trace_writes(project, totals.name)
     assert writes[-1] == "MERGE", writes
     check_round(project, [LINES, totals, above], "after the view above came", verify=True)
+
+    # its last reader gone, it is rebuilt again, and appended to
+    (root / "views" / "above.sql").unlink()
+    (report,) = [r for r in project.refresh() if r.view.endswith(f".{totals.name}")]
+    assert report.action == "recomputed", report
+    apply_changes(project, changes.round(table_rows(project)))
+    project.refresh()
+    assert trace_writes(project, totals.name)[-1] == "appended"
+    check_round(project, [LINES, totals], "after the view above went", verify=False)

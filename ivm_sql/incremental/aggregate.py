@@ -33,10 +33,10 @@ from ivm_sql.sqlbuild import (
     insert_columns,
     lit,
     null_safe_eq,
+    stored_and_change,
     subquery,
     sum_of,
     table,
-    union_all,
 )
 
 COUNT = "__ivm_count"
@@ -184,12 +184,10 @@ def append(table_name: str, node: Aggregate, change_query: exp.Query) -> exp.Ins
 
 def rewrite(table_name: str, node: Aggregate, change_query: exp.Query) -> exp.Insert:
     """INSERT OVERWRITE the trace with its batches and the change summed: each group once."""
-    columns = state_columns(node)
-    stored = exp.select(*(col(c) for c in columns)).from_(table(table_name))
-    changed = exp.select(*(col(c) for c in columns)).from_(subquery(change_query, CHANGE))
+    rows = stored_and_change(table_name, state_columns(node), change_query)
     return exp.Insert(
         this=table(table_name),
-        expression=summed(node, subquery(union_all([stored, changed]), "d")),
+        expression=summed(node, subquery(rows, "d")),
         overwrite=True,
     )
 

@@ -23,9 +23,8 @@ from ivm_sql.sqlbuild import (
     consolidate,
     insert_columns,
     null_safe_eq,
-    subquery,
+    stored_and_change,
     table,
-    union_all,
 )
 
 TARGET, CHANGE = "t", "s"
@@ -87,13 +86,10 @@ def append(table_name: str, input_columns: tuple[str, ...], change_query: exp.Qu
 
 def rewrite(table_name: str, input_columns: tuple[str, ...], change_query: exp.Query) -> exp.Insert:
     """INSERT OVERWRITE the trace with its batches and the change consolidated: each row once."""
-    stored = exp.select(*(col(c) for c in (*input_columns, WEIGHT))).from_(table(table_name))
-    changed = exp.select(*(col(c) for c in (*input_columns, WEIGHT))).from_(
-        subquery(change_query, CHANGE)
-    )
+    rows = stored_and_change(table_name, (*input_columns, WEIGHT), change_query)
     return exp.Insert(
         this=table(table_name),
-        expression=consolidate(union_all([stored, changed]), input_columns),
+        expression=consolidate(rows, input_columns),
         overwrite=True,
     )
 

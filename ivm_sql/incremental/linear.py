@@ -48,6 +48,7 @@ def scan_snapshot(scan: Scan, pins: Pins, when: str) -> exp.Query:
 def scan_delta(scan: Scan, pins: Pins, negated: bool = False) -> exp.Select | None:
     """The table's change data feed between the pinned versions as a Z-set (``negated``:
     with every weight's sign flipped, -ΔS)."""
+    assert scan.state is None, "a trace of state deltas is read only by the view users query"
     versions = pins[scan.table]
     if not versions.changed:
         return None

@@ -329,7 +329,7 @@ class FixpointStage(Stage):
 class Lowering:
     """Replaces every DISTINCT and GROUP BY by a Scan of a new stage's table."""
 
-    def __init__(self, database: str, view: str, traced: bool = False):
+    def __init__(self, database: str, view: str, traced: bool):
         self.database = database
         self.view = view
         self.traced = traced  # its last DISTINCT or aggregate may be a trace (no view reads it)
