@@ -183,8 +183,10 @@ def start_settings(config: Config, project_dir: Path) -> dict[str, str]:
     settings["spark.jars.packages"] = delta._options["spark.jars.packages"]
     # Hive's catalog for any master: without it the catalog is in memory and forgets every
     # table when the command ends. Delta's jars are resolved by the driver, and each executor
-    # fetches them from the driver's file server when it starts.
-    settings["spark.sql.catalogImplementation"] = "hive"  # what enableHiveSupport() sets
+    # fetches them from the driver's file server when it starts. ivm.yaml may say
+    # ``in-memory`` for a process that makes its tables each time (the tests' session): every
+    # catalog lookup then skips the metastore's Derby queries.
+    settings.setdefault("spark.sql.catalogImplementation", "hive")  # enableHiveSupport()'s
     return settings
 
 

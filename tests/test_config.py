@@ -8,6 +8,7 @@ import pytest
 
 from ivm_sql.config import Config, HistorySettings, SparkSettings, load_config
 from ivm_sql.errors import ConfigError
+from ivm_sql.session import start_settings
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -246,3 +247,10 @@ def test_history_settings(tmp_path: Path) -> None:
         keep_days=7
     )
     assert load_config(write(tmp_path, "")).history == HistorySettings(True, 30, True)
+
+
+def test_the_catalog_is_hives_unless_spark_conf_names_another(tmp_path: Path) -> None:
+    key = "spark.sql.catalogImplementation"
+    assert start_settings(Config(), tmp_path)[key] == "hive"
+    in_memory = Config(spark=SparkSettings(conf={key: "in-memory"}))
+    assert start_settings(in_memory, tmp_path)[key] == "in-memory"
