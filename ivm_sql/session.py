@@ -8,7 +8,8 @@ on a cluster it must be a path they all reach (one machine, a shared filesystem,
 object store set by ``spark.sql.warehouse.dir`` in ivm.yaml's ``spark.conf``). A real
 cluster usually has its own Hive metastore: naming it in ``spark.conf``
 (``spark.hadoop.hive.metastore.uris``, or a ``javax.jdo`` connection URL) turns the
-``.ivm`` defaults off. The JVM's console output goes to ``<project>/.ivm/spark.log``
+``.ivm`` defaults off. ``spark.sql.catalogImplementation: in-memory`` there keeps the
+catalog in the process instead (the tests' session), forgotten when it ends. The JVM's console output goes to ``<project>/.ivm/spark.log``
 unless ``verbose`` is set.
 
 Instead of starting a JVM, a command connects through Spark Connect when ``ivm.yaml`` names
