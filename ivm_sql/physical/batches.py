@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.incremental.stages import TRACES, Stage
+from ivm_sql.incremental.stages import TRACES, BagStage, Stage
 from ivm_sql.storage.delta_log import Commit, DeltaLog
 
 EVERY = 16  # the batch that is written as a consolidating rewrite instead of appended
@@ -34,6 +34,17 @@ def write(stage: Stage, change: exp.Query, log: DeltaLog, latest: int) -> exp.Ex
     ):
         return stage.rewrite(change)
     return stage.write(change)
+
+
+def appends_change(stage: Stage, statement: exp.Expression) -> bool:
+    """Whether ``statement`` (``write``'s) appends the change's rows as they are: a bag's
+    batch, which is then that commit's change data feed, each row an insert
+    (``SourceChanges.offer`` hands it to the stages above)."""
+    return (
+        isinstance(stage, BagStage)
+        and isinstance(statement, exp.Insert)
+        and not statement.args.get("overwrite")
+    )
 
 
 def batches_since_consolidated(log: DeltaLog, table: str, latest: int) -> int:

@@ -12,6 +12,13 @@ The rows are the same, so no result changes: this only decides how often they ar
 The views are global temporary views, read as ``global_temp.<name>``: the worker threads of
 a refresh (``runtime.workers``) each have a session of their own, and all of them read the
 same kept changes.
+
+A stage that appends its change as one batch (a bag's trace, ``physical.batches``) hands
+those rows to the stages above, which read that commit's change data feed next
+(``offer``): the feed of an append is its rows, each an insert, so the stage above computes
+its change from rows already in memory instead of having Delta plan and read the feed back
+(about 0.3 s on the demo's path). That is DBSP's chain rule, (Q2 ∘ Q1)^Δ = Q2^Δ ∘ Q1^Δ
+(Proposition 3.2): the change a stage writes is the change the stage above reads.
 """
 
 from __future__ import annotations
@@ -20,9 +27,12 @@ import itertools
 import threading
 
 from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from sqlglot import exp
 
-from ivm_sql.sqlbuild import INTERNAL_PREFIX, ident, to_sql
+from ivm_sql.sqlbuild import INTERNAL_PREFIX, ident, lit, to_sql
+from ivm_sql.storage.delta_log import Commit
 
 CHANGE_FUNCTION = "table_changes"
 KEPT_PREFIX = f"{INTERNAL_PREFIX}_changes"  # the temporary views the reads are kept in
@@ -58,19 +68,40 @@ class SourceChanges:
 
         return query.transform(swap)
 
+    def offer(self, table: str, commit: Commit, rows: DataFrame) -> None:
+        """Keep ``rows``, which ``commit`` appended to ``table`` (every column of the table,
+        by name, and nothing else), as that commit's change data feed: a later read of
+        ``table_changes(table, v, v)`` in this refresh reads them. The columns take the
+        table's types, as the append stored them."""
+        types = {field.name: field.dataType for field in rows.sparkSession.table(table).schema}
+        feed = rows.select(
+            *(F.col(f"`{name}`").cast(types[name]).alias(name) for name in types),
+            F.lit("insert").alias("_change_type"),
+            F.lit(commit.version).cast("bigint").alias("_commit_version"),
+            F.timestamp_millis(F.lit(commit.timestamp)).alias("_commit_timestamp"),
+        )
+        version = to_sql(lit(commit.version), pretty=False)
+        key = (to_sql(lit(table), pretty=False), version, version)
+        with self._lock:
+            name = f"{KEPT_PREFIX}{next(_view_numbers)}"
+            feed.createOrReplaceGlobalTempView(name)
+            self._views[key] = name
+
     def _view(self, read: exp.Anonymous) -> str:
         key = tuple(to_sql(argument, pretty=False) for argument in read.expressions)
         with self._lock:
             if key not in self._views:
-                name = f"{KEPT_PREFIX}{next(_view_numbers)}"
-                query = exp.select(exp.Star()).from_(exp.Table(this=read.copy()))
-                frame = self.spark.sql(to_sql(query, pretty=False)).persist(
-                    StorageLevel.MEMORY_AND_DISK
-                )
-                frame.createOrReplaceGlobalTempView(name)
-                self._frames.append(frame)
-                self._views[key] = name
+                self._views[key] = self._read(read)
             return self._views[key]
+
+    def _read(self, read: exp.Anonymous) -> str:
+        """The view that keeps Delta's change data feed ``read`` in memory, read on first use."""
+        name = f"{KEPT_PREFIX}{next(_view_numbers)}"
+        query = exp.select(exp.Star()).from_(exp.Table(this=read.copy()))
+        frame = self.spark.sql(to_sql(query, pretty=False)).persist(StorageLevel.MEMORY_AND_DISK)
+        frame.createOrReplaceGlobalTempView(name)
+        self._frames.append(frame)
+        return name
 
     def close(self) -> None:
         for name in self._views.values():

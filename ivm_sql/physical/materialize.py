@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
+from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from ivm_sql.physical.execution import session_settings
@@ -49,6 +50,9 @@ class Change:
     query: exp.Select
     rows: int
     settings: tuple[tuple[str, str], ...] = ()
+    # ``LOCAL``: the rows themselves, a DataFrame over rows in the driver's JVM, which stays
+    # readable after the block (``SourceChanges.offer`` hands an appended batch up with it)
+    frame: DataFrame | None = None
 
     @contextmanager
     def reading(self, spark) -> Iterator[None]:
@@ -75,7 +79,7 @@ def materialized(
             kept, rows = local
             kept.createOrReplaceTempView(CHANGE_VIEW)
             try:
-                yield Change(_view(), rows, tuple(LOCAL_MERGE_SETTINGS.items()))
+                yield Change(_view(), rows, tuple(LOCAL_MERGE_SETTINGS.items()), kept)
             finally:
                 spark.catalog.dropTempView(CHANGE_VIEW)
             return
@@ -105,7 +109,8 @@ def _local_rows(spark, frame):
         rows = frame._jdf.limit(LOCAL_MOST + 1).collectAsList()
     if rows.size() > LOCAL_MOST:
         return None
-    return spark._jsparkSession.createDataFrame(rows, frame._jdf.schema()), rows.size()
+    kept = spark._jsparkSession.createDataFrame(rows, frame._jdf.schema())
+    return DataFrame(kept, frame.sparkSession), rows.size()
 
 
 def _view() -> exp.Select:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from ivm_sql.catalog import first_line
@@ -235,6 +236,7 @@ class Refresher:
         # of the change data feeds ``changes`` keeps
         self.key_values = bounds.KeyValues(self.tally.session(spark))
         self.plan_of: dict[str, ViewPlan] = {}  # stage table -> the plan of its view
+        self.read_above: set[str] = set()  # tables this refresh's stages read (``refresh``)
         # views' tables this refresh wrote in one statement (``physical.one_statement``)
         self.written_at_once: set[str] = set()
         self._progress = threading.Lock()  # workers report the stages they begin one at a time
@@ -266,6 +268,8 @@ class Refresher:
         committing = self._will_commit(plans)  # and then to the tables after them, if any
         states = SnapshotStates(self._spark, committing and [*committing, *self.commits_after])
         self.cost = self.cost.weighing(stages_above(plans))
+        # the tables stages of this refresh read: a batch appended to one is handed up
+        self.read_above = {t for plan in plans for stage in plan.stages for t in stage.sources}
         strict = [plan for plan in plans if plan.policy is RefreshPolicy.INCREMENTAL_STRICT]
         for plan in strict:  # before anything is written
             with located(plan):
@@ -507,6 +511,7 @@ class Refresher:
         record = self._record(stage, fingerprint)
         before = state.latest if state.exists else -1
         loaded = None  # rows a recompute wrote: a property change may follow it as the last commit
+        appended = None  # the rows of an appended batch a stage above reads next
         # The compare-and-swap: this commit's txn version is one above the record's commit.
         txn_version = (state.record_version if state.record_version is not None else before) + 1
         try:
@@ -515,7 +520,8 @@ class Refresher:
                     loaded = self._recompute(stage, state.exists, fingerprint)
                 else:
                     try:
-                        report.add_files_read(self._apply_change(stage, state.latest, decision))
+                        files, appended = self._apply_change(stage, state.latest, decision)
+                        report.add_files_read(files)
                     except history.HistoryGone:  # nothing was committed: recompute instead
                         reason = history.gone_reason(history.changed_ranges(decision.pins))
                         self.recomputes.refuse_strict(plan, reason, own_tables)
@@ -535,6 +541,8 @@ class Refresher:
         except CheaperToRecompute as cheaper:  # nothing of the stage was committed
             return self._write_view_at_once(plan, stage, str(cheaper), report)
         last = self._landed(stage.table, before, record)
+        if appended is not None and last.version == before + 1:  # that batch, and only it
+            self.changes.offer(stage.table, last, appended)
         self.current[stage.table] = last.version
         self.base_of[stage.table] = record.base
         self._keep_time(stage.table, record.now)
@@ -746,16 +754,19 @@ class Refresher:
 
     def _apply_change(
         self, stage: Stage, own_version: int, decision: Decision
-    ) -> dict[str, tuple[int, int]]:
+    ) -> tuple[dict[str, tuple[int, int]], DataFrame | None]:
         """One MERGE of the stage's change (``decision.change``; None: no source changed),
         computed once; nothing when it is empty. ``own_version``: the stage table's latest
         version, which the MERGE reads. Join terms and touched-keys recomputes read large
         inputs bounded by the change's keys (``physical.bounds``). Raises ``HistoryGone``
         when a file of a source's change data feed is missing (VACUUM removed it), and
         ``CheaperToRecompute`` when the cost model's scans rule, with the bounds known, finds
-        a recompute cheaper (where the analytic rules decide). Returns the files the bounds opened (``bounds.files_read``)."""
+        a recompute cheaper (where the analytic rules decide). Returns the files the bounds opened
+        (``bounds.files_read``), and the rows appended when the write was a batch of them that
+        a stage above reads in this refresh (``SourceChanges.offer``)."""
         if decision.change is None:
-            return {}
+            return {}, None
+        appended = None
         try:
             change, bounded = bounds.bounded(
                 self.key_values,
@@ -793,7 +804,9 @@ class Refresher:
                     ):
                         statement = batches.write(stage, staged.query, self.log, own_version)
                         self.spark.sql(to_sql(statement, pretty=False))
-            return bounds.files_read(bounded, self.sizes.files)
+                    if batches.appends_change(stage, statement) and stage.table in self.read_above:
+                        appended = staged.frame
+            return bounds.files_read(bounded, self.sizes.files), appended
         except (PySparkException, Py4JJavaError) as error:
             if history.is_missing_file(error):
                 raise history.HistoryGone() from None
