@@ -43,6 +43,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from py4j.protocol import Py4JError
@@ -60,6 +61,7 @@ from ivm_sql.storage.delta_log import DeltaLog, compute_state
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 DRAIN_SECONDS = 10.0  # how long a stopping server waits for its interrupted commands to end
 WARM_TAG = "ivm-warm-snapshots"  # the Spark jobs of WarmSnapshots, cancelled when the server stops
+COUNT_TAG = "ivm-warm-counts"  # its row counts' jobs, cancelled when a command starts
 
 
 def serving_settings(config: Config, port: int) -> dict[str, str]:
@@ -141,6 +143,13 @@ class ClientStream(io.TextIOBase):
         return "utf-8"
 
 
+@dataclass(frozen=True)
+class _RowsOf:
+    """A project whose views' rows ``WarmSnapshots`` counts (``Project.count_rows``)."""
+
+    project: Project
+
+
 class WarmSnapshots:
     """Delta's state of each stage table a refresh committed to, computed between commands.
 
@@ -156,21 +165,26 @@ class WarmSnapshots:
     right result. The same thread writes the tables' Delta checkpoints that are due
     (``physical.checkpoints``), so that no refresh's commit waits for one, and before them
     the refresh's append to the event log (``Project.flush_log``, 0.5 s of a demo refresh),
-    which the next command of the project waits for (``WarmProjects.opened``)."""
+    which the next command of the project waits for (``WarmProjects.opened``), and after
+    them the row counts of the views whose count Delta's statistics do not give
+    (``Project.count_rows``: a trace of batches), so that ``ivm status`` after a refresh runs
+    no Spark job (1 s of counting on the demo's four views)."""
 
     def __init__(self, spark):
         self._spark = spark
-        # a project whose refresh's log append is due, or a table's version to compute
-        self._waiting: queue.Queue[Project | tuple[str, int]] = queue.Queue()
+        # a project whose refresh's log append is due, a table's version to compute, or a
+        # project whose views' rows to count
+        self._waiting: queue.Queue[Project | tuple[str, int] | _RowsOf] = queue.Queue()
         self._computed: dict[str, int] = {}  # table -> the version whose state was computed
         self._log = DeltaLog(spark)  # this thread's own: what it caches is not a command's
         threading.Thread(target=self._compute, name=WARM_TAG, daemon=True).start()
 
     def after_command(self, project: Project) -> None:
         """The command's refresh's event log append first, then the state of each table it
-        wrote."""
+        wrote, then its views' row counts."""
         self._waiting.put(project)
         self.warm(project.written_versions)
+        self._waiting.put(_RowsOf(project))
 
     def warm(self, versions: dict[str, int]) -> None:
         """Compute the state of each table at its version (and write its checkpoint if due)."""
@@ -182,6 +196,19 @@ class WarmSnapshots:
         """Until every state asked for is computed (or could not be)."""
         self._waiting.join()
 
+    def yield_to_command(self) -> None:
+        """A command starts: cancel the row count running, which only ``ivm status`` needs
+        and which would take the cores from the command (the status counts itself)."""
+        self._spark.sparkContext.cancelJobsWithTag(COUNT_TAG)
+
+    def _count_rows(self, project: Project) -> None:
+        context = self._spark.sparkContext
+        context.addJobTag(COUNT_TAG)
+        try:
+            project.count_rows(self._spark, self._log)
+        finally:
+            context.removeJobTag(COUNT_TAG)
+
     def _compute(self) -> None:
         self._spark.sparkContext.addJobTag(WARM_TAG)  # a tag is the thread's own
         while True:
@@ -190,12 +217,19 @@ class WarmSnapshots:
                 if isinstance(waiting, Project):  # its log append, then the log table's state
                     self.warm(waiting.flush_log())
                     continue
+                if isinstance(waiting, _RowsOf):
+                    self._count_rows(waiting.project)
+                    continue
                 table, version = waiting
                 if self._computed.get(table) != version:
                     checkpoints.write_due(self._log, {table: version})
                     compute_state(self._spark, table)
                     self._computed[table] = version
-            except (PySparkException, Py4JError):  # dropped since, or the server is stopping
+            except (
+                PySparkException,
+                Py4JError,
+                IvmError,
+            ):  # dropped since, or the server is stopping
                 pass
             finally:
                 self._waiting.task_done()
@@ -205,15 +239,22 @@ class WarmProjects:
     """What each command learned of its project, for the next command of the same project:
     one command at a time takes it (two at once would write the same dicts), and a command
     that finds it taken starts cold. After each command, ``after_command`` is handed the
-    project, whose refresh's log append and tables' states come next (``WarmSnapshots``)."""
+    project, whose refresh's log append and tables' states come next (``WarmSnapshots``);
+    ``before_command`` is called as each command starts."""
 
-    def __init__(self, after_command: Callable[[Project], None]) -> None:
+    def __init__(
+        self,
+        after_command: Callable[[Project], None],
+        before_command: Callable[[], None] = lambda: None,
+    ) -> None:
         self._idle: dict[Path, Project] = {}
         self._guard = threading.Lock()
         self._after_command = after_command
+        self._before_command = before_command
 
     @contextmanager
     def opened(self, path: Path, verbose: bool) -> Iterator[Project]:
+        self._before_command()
         project = Project.open(path, verbose=verbose)
         project.hosted = True  # ``WarmSnapshots`` appends its log and writes checkpoints after it
         with self._guard:
@@ -344,7 +385,8 @@ class Server:
         self.stopping = threading.Event()
         self.stdout = ThreadStreams(sys.stdout)
         self.stderr = ThreadStreams(sys.stderr)
-        self.projects = WarmProjects(WarmSnapshots(spark.newSession()).after_command)
+        snapshots = WarmSnapshots(spark.newSession())
+        self.projects = WarmProjects(snapshots.after_command, snapshots.yield_to_command)
 
     def serve(self) -> None:
         path = socket_path(self.root)

@@ -20,7 +20,7 @@ from ivm_sql.analysis_cache import FILE as ANALYSIS_FILE
 from ivm_sql.analysis_cache import AnalysisCache, spark_identity
 from ivm_sql.catalog import SparkCatalog, first_line
 from ivm_sql.compiler.order import compile_views
-from ivm_sql.compiler.plan import ViewPlan, stages_above
+from ivm_sql.compiler.plan import ViewPlan, rows_query, stages_above
 from ivm_sql.compiler.reads import check_made_elsewhere
 from ivm_sql.compiler.render import render
 from ivm_sql.config import Config, load_config
@@ -91,6 +91,27 @@ def _stored_rows(log: delta_log.DeltaLog, plan: ViewPlan) -> int | None:
     return log.row_count(output.table, log.latest_version(output.table), once=once)
 
 
+def _count_key(plan: ViewPlan, log: delta_log.DeltaLog) -> tuple[str, str, int]:
+    """What a view's row count depends on: the rows query of the view users read, and the
+    version of the table it reads."""
+    table_read = plan.output.table
+    return to_sql(rows_query(plan.output), pretty=False), table_read, log.latest_version(table_read)
+
+
+def _row_counts(spark, views: list[str]) -> list[int]:
+    """Each view's row count, from one SELECT of one scalar subquery per view."""
+    if not views:
+        return []
+    counts = [
+        alias(
+            exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(table(view))),
+            f"c{i}",
+        )
+        for i, view in enumerate(views)
+    ]
+    return list(spark.sql(to_sql(exp.select(*counts), pretty=False)).collect()[0])
+
+
 class Project:
     def __init__(
         self,
@@ -122,6 +143,10 @@ class Project:
         # and its event log): the server has Delta compute their state before the next one
         # (ivm_sql.host.WarmSnapshots)
         self.written_versions: dict[str, int] = {}
+        # the views whose tables the last refresh wrote, for ``count_rows``; and the views' row
+        # counts taken since (``_count_key``: what each depends on) -> rows
+        self._written_views: list[ViewPlan] = []
+        self._counted: dict[tuple[str, str, int], int] = {}
         # whether what a refresh's next command does not need comes after the command, done by
         # another (``ivm server``'s WarmSnapshots): the tables' Delta checkpoints
         # (``physical.checkpoints``) and the refresh's append to the event log (``flush_log``)
@@ -208,10 +233,11 @@ class Project:
             and earlier.spec == self.spec
             and earlier.dbt == self.dbt
         ):
-            self._plans, self._analysis, self._locations = (
+            self._plans, self._analysis, self._locations, self._counted = (
                 earlier._plans,
                 earlier._analysis,
                 earlier._locations,
+                earlier._counted,
             )
 
     def save_analysis(self) -> None:
@@ -382,6 +408,7 @@ class Project:
             for stage in plan.stages
             if stage.table in refresher.current
         }
+        self._written_views = [p for p in plans if p.output.table in self.written_versions]
         if recorder is not None:
             with self._log_guard:
                 self._pending_log = (session, log, recorder)
@@ -534,8 +561,10 @@ class Project:
         # Connect each statement is a round trip to the server
         refreshed = [p for p in plans if log.exists(p.table)]
         rows = {p.name: _stored_rows(log, p) for p in refreshed}
-        counted = [name for name, count in rows.items() if count is None]
-        rows.update(zip(counted, self._row_counts(counted)))
+        uncounted = [p for p in refreshed if rows[p.name] is None]
+        for plan in uncounted:  # or counted since its table's last commit
+            rows[plan.name] = self._counted.get(_count_key(plan, log))
+        rows.update(self._count(self.spark, log, [p for p in uncounted if rows[p.name] is None]))
         for plan in plans:
             if plan.name not in rows:
                 result.append(ViewStatus(plan.name, False, {}, {}, None, policy=str(plan.policy)))
@@ -552,18 +581,31 @@ class Project:
             )
         return result
 
-    def _row_counts(self, views: list[str]) -> list[int]:
-        """Each view's row count, from one SELECT of one scalar subquery per view."""
-        if not views:
-            return []
-        counts = [
-            alias(
-                exp.Subquery(this=exp.select(exp.Count(this=exp.Star())).from_(table(view))),
-                f"c{i}",
-            )
-            for i, view in enumerate(views)
-        ]
-        return list(self.spark.sql(to_sql(exp.select(*counts), pretty=False)).collect()[0])
+    def count_rows(self, spark, log: delta_log.DeltaLog) -> None:
+        """Count, in ``spark``, the rows of the views the last refresh wrote whose count
+        Delta's statistics do not give (a trace of batches, a filter above the table), for
+        the next ``status``: the server does it between commands (``host.WarmSnapshots``), so
+        that a status after a refresh runs no Spark job."""
+        written, self._written_views = self._written_views, []
+        self._count(
+            spark,
+            log,
+            [
+                p
+                for p in written
+                if _stored_rows(log, p) is None and _count_key(p, log) not in self._counted
+            ],
+        )
+
+    def _count(self, spark, log: delta_log.DeltaLog, plans: list[ViewPlan]) -> dict[str, int]:
+        """The views' row counts, in one statement; each is kept for the version of the
+        view's table it read, unless a commit landed while it ran."""
+        keys = {p.name: _count_key(p, log) for p in plans}
+        counts = dict(zip(keys, _row_counts(spark, list(keys)), strict=True))
+        for plan in plans:
+            if _count_key(plan, log) == keys[plan.name]:
+                self._counted[keys[plan.name]] = counts[plan.name]
+        return counts
 
     def verify(self, views: Iterable[str] | None = None) -> list[VerifyResult]:
         plans = self.plans(views)

@@ -14,6 +14,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
+from jobs import job_group
 from oracle import (
     INCREMENTAL_ONLY,
     MIGRATION,
@@ -25,6 +26,7 @@ from oracle import (
     views_file,
 )
 
+from ivm_sql.host import WarmSnapshots
 from ivm_sql.physical import batches
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.project import Project
@@ -276,3 +278,50 @@ def test_a_batch_appended_is_handed_to_the_views_above_instead_of_read_back(
         project.refresh()
         assert trace in feeds_read, feeds_read
     check_round(project, specs, "after a batch the views above missed", verify=False)
+
+
+def test_the_server_counts_the_rows_of_traces_between_commands_for_status(
+    spark, tmp_project: MakeProject
+) -> None:
+    """A trace's row count takes a Spark job (its batches are summed), so under the server
+    ``WarmSnapshots`` counts the views a refresh wrote after the command, and the next
+    ``status`` runs no job. A count is kept for the table version it read: after a refresh
+    the server has not counted yet, or one whose count a command cancelled, ``status``
+    counts itself (and keeps what it counted), and every count is the view's."""
+    (totals,) = [spec for spec in TRACED_STATES if spec.name == "customer_totals"]
+    project = migrated(spark, tmp_project, [LINES, totals])
+    project.hosted = True
+    project.sql("INSERT INTO customers VALUES (1, 'ann', 'DE', 1), (2, 'bob', NULL, 2)")
+    project.sql("INSERT INTO orders VALUES (1, 1, 1, 2, 'new', NULL), (2, 2, 1, 3, 'new', NULL)")
+
+    def counts() -> dict[str, int]:
+        return {
+            v: project.sql(f"SELECT COUNT(*) FROM {v}").rows[0][0] for v in ("lines", totals.name)
+        }
+
+    def status(group: str) -> tuple[dict[str, int | None], list[int]]:
+        with job_group(spark, group) as jobs:
+            rows = {s.view.split(".")[-1]: s.rows for s in project.status()}
+            return rows, jobs(group)
+
+    snapshots = WarmSnapshots(spark)
+    project.refresh()
+    snapshots.after_command(project)
+    snapshots.wait()
+    rows, jobs = status("counted")
+    assert rows == counts() and jobs == [], (rows, jobs)
+
+    project.sql("INSERT INTO orders VALUES (3, 1, 2, 5, 'new', NULL)")
+    project.refresh()  # the server has not counted these versions
+    rows, jobs = status("not counted")
+    assert rows == counts() == {"lines": 3, totals.name: 2}, rows
+    assert jobs, "status did not count the versions the server has not counted"
+    rows, jobs = status("counted by the status before")
+    assert rows == counts() and jobs == [], (rows, jobs)
+
+    project.sql("DELETE FROM orders WHERE id = 2")
+    project.refresh()
+    snapshots.after_command(project)
+    snapshots.yield_to_command()  # a command came: the count may be cancelled
+    snapshots.wait()
+    assert status("after a cancel")[0] == counts() == {"lines": 2, totals.name: 1}

@@ -69,13 +69,15 @@ class SourceChanges:
         return query.transform(swap)
 
     def offer(self, table: str, commit: Commit, rows: DataFrame) -> None:
-        """Keep ``rows``, which ``commit`` appended to ``table`` (every column of the table,
-        by name, and nothing else), as that commit's change data feed: a later read of
-        ``table_changes(table, v, v)`` in this refresh reads them. The columns take the
-        table's types, as the append stored them."""
+        """Keep ``rows``, which ``commit`` appended to ``table``, as that commit's change data
+        feed: a later read of ``table_changes(table, v, v)`` in this refresh reads them. The
+        columns take the table's types, as the append stored them; rows whose columns are
+        not the table's are not kept (that read then asks Delta)."""
         types = {field.name: field.dataType for field in rows.sparkSession.table(table).schema}
+        if sorted(types) != sorted(rows.columns):  # not the table's rows: its feed is read
+            return
         feed = rows.select(
-            *(F.col(f"`{name}`").cast(types[name]).alias(name) for name in types),
+            *(rows[rows.columns.index(name)].cast(types[name]).alias(name) for name in types),
             F.lit("insert").alias("_change_type"),
             F.lit(commit.version).cast("bigint").alias("_commit_version"),
             F.timestamp_millis(F.lit(commit.timestamp)).alias("_commit_timestamp"),
@@ -121,4 +123,7 @@ def is_change_read(node: exp.Table) -> bool:
 
 
 def describe() -> str:
-    return "each source's change data feed is read once per refresh and kept in memory for every stage that reads it"
+    return (
+        "each source's change data feed is read once per refresh and kept in memory for every stage "
+        "that reads it; a batch a bag view appends is handed to the views above as that feed, not read back"
+    )
