@@ -77,7 +77,7 @@ class SourceChanges:
         if sorted(types) != sorted(rows.columns):  # not the table's rows: its feed is read
             return
         feed = rows.select(
-            *(rows[rows.columns.index(name)].cast(types[name]).alias(name) for name in types),
+            *(F.col(_quoted(name)).cast(types[name]).alias(name) for name in types),
             F.lit("insert").alias("_change_type"),
             F.lit(commit.version).cast("bigint").alias("_commit_version"),
             F.timestamp_millis(F.lit(commit.timestamp)).alias("_commit_timestamp"),
@@ -112,6 +112,11 @@ class SourceChanges:
             frame.unpersist()
         self._views.clear()
         self._frames.clear()
+
+
+def _quoted(name: str) -> str:
+    """A column name as Spark's DataFrame API reads it whatever it holds (dots, spaces)."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def is_change_read(node: exp.Table) -> bool:
