@@ -225,11 +225,8 @@ class WarmSnapshots:
                     checkpoints.write_due(self._log, {table: version})
                     compute_state(self._spark, table)
                     self._computed[table] = version
-            except (
-                PySparkException,
-                Py4JError,
-                IvmError,
-            ):  # dropped since, or the server is stopping
+            # dropped since, or the server is stopping
+            except (PySparkException, Py4JError, IvmError):
                 pass
             finally:
                 self._waiting.task_done()

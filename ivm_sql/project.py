@@ -143,10 +143,11 @@ class Project:
         # and its event log): the server has Delta compute their state before the next one
         # (ivm_sql.host.WarmSnapshots)
         self.written_versions: dict[str, int] = {}
-        # the views whose tables the last refresh wrote, for ``count_rows``; and the views' row
-        # counts taken since (``_count_key``: what each depends on) -> rows
+        # the views whose tables the last refresh wrote, for ``count_rows``; and each view's
+        # last row count taken, with what it depends on (``_count_key``): one per view, so a
+        # long-running server keeps no more than it has views
         self._written_views: list[ViewPlan] = []
-        self._counted: dict[tuple[str, str, int], int] = {}
+        self._counted: dict[str, tuple[tuple[str, str, int], int]] = {}
         # whether what a refresh's next command does not need comes after the command, done by
         # another (``ivm server``'s WarmSnapshots): the tables' Delta checkpoints
         # (``physical.checkpoints``) and the refresh's append to the event log (``flush_log``)
@@ -563,7 +564,7 @@ class Project:
         rows = {p.name: _stored_rows(log, p) for p in refreshed}
         uncounted = [p for p in refreshed if rows[p.name] is None]
         for plan in uncounted:  # or counted since its table's last commit
-            rows[plan.name] = self._counted.get(_count_key(plan, log))
+            rows[plan.name] = self._counted_rows(plan, log)
         rows.update(self._count(self.spark, log, [p for p in uncounted if rows[p.name] is None]))
         for plan in plans:
             if plan.name not in rows:
@@ -593,9 +594,14 @@ class Project:
             [
                 p
                 for p in written
-                if _stored_rows(log, p) is None and _count_key(p, log) not in self._counted
+                if _stored_rows(log, p) is None and self._counted_rows(p, log) is None
             ],
         )
+
+    def _counted_rows(self, plan: ViewPlan, log: delta_log.DeltaLog) -> int | None:
+        """The view's last count, if its table and rows query are still what it counted."""
+        key, rows = self._counted.get(plan.name, (None, None))
+        return rows if key == _count_key(plan, log) else None
 
     def _count(self, spark, log: delta_log.DeltaLog, plans: list[ViewPlan]) -> dict[str, int]:
         """The views' row counts, in one statement; each is kept for the version of the
@@ -604,7 +610,7 @@ class Project:
         counts = dict(zip(keys, _row_counts(spark, list(keys)), strict=True))
         for plan in plans:
             if _count_key(plan, log) == keys[plan.name]:
-                self._counted[keys[plan.name]] = counts[plan.name]
+                self._counted[plan.name] = (keys[plan.name], counts[plan.name])
         return counts
 
     def verify(self, views: Iterable[str] | None = None) -> list[VerifyResult]:
