@@ -566,11 +566,16 @@ class Project:
         for plan in uncounted:  # or counted since its table's last commit
             rows[plan.name] = self._counted_rows(plan, log)
         rows.update(self._count(self.spark, log, [p for p in uncounted if rows[p.name] is None]))
+        # a view whose last change came to nothing has its record in the event log
+        # (``physical.records``)
+        summary = log_events.summary_of(log, self.database) if self.config.history.log else None
         for plan in plans:
             if plan.name not in rows:
                 result.append(ViewStatus(plan.name, False, {}, {}, None, policy=str(plan.policy)))
                 continue
-            _, record = log.last_record(plan.table)
+            latest, record = log.last_record(plan.table)
+            if summary is not None:
+                record = summary.record_of(plan.table, latest, record)
             versions = record.get("base", {})
             latest = {t: log.latest_version(t) for t in versions}
             pending = {t: v for t, v in latest.items() if v != versions[t]}

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from ivm_sql.class_archive import DRIVER_OPTIONS
 from ivm_sql.config import Config, HistorySettings, SparkSettings, load_config
 from ivm_sql.errors import ConfigError
-from ivm_sql.session import start_settings
+from ivm_sql.session import find_java, start_settings
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -254,3 +257,34 @@ def test_the_catalog_is_hives_unless_spark_conf_names_another(tmp_path: Path) ->
     assert start_settings(Config(), tmp_path)[key] == "hive"
     in_memory = Config(spark=SparkSettings(conf={key: "in-memory"}))
     assert start_settings(in_memory, tmp_path)[key] == "in-memory"
+
+
+@pytest.mark.parametrize(
+    "own, collector",
+    [
+        ("", "UseParallelGC"),
+        ("-XX:+UseG1GC", "UseG1GC"),  # Java refuses to start with two collectors
+        ("-Xss4m -XX:+UseSerialGC", "UseSerialGC"),
+    ],
+)
+def test_an_embedded_jvm_runs_the_parallel_collector_unless_ivm_yaml_names_one(
+    tmp_path: Path, own: str, collector: str
+) -> None:
+    """The options an embedded JVM starts with choose one collector, and Java starts with
+    them and runs it."""
+    conf = {DRIVER_OPTIONS: own} if own else {}
+    options = start_settings(Config(spark=SparkSettings(conf=conf)), tmp_path)[DRIVER_OPTIONS]
+    assert sum("GC" in option for option in options.split()) == 1, options
+    java = subprocess.run(
+        [find_java(), *options.split(), "-XX:+PrintFlagsFinal", "-version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert java.returncode == 0, java.stderr
+    assert re.search(rf"\b{collector}\s+= true", java.stdout), collector
+
+
+def test_a_clusters_driver_keeps_javas_own_collector(tmp_path: Path) -> None:
+    cluster = Config(spark=SparkSettings(master="spark://127.0.0.1:7077"))
+    assert "GC" not in start_settings(cluster, tmp_path).get(DRIVER_OPTIONS, "")

@@ -4,6 +4,7 @@ by non-DML operations, non-Delta sources, bag views, and refreshing one named vi
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from unittest import mock
@@ -18,6 +19,7 @@ from ivm_sql.physical import bounds
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import Refresher, ViewReport
+from ivm_sql.storage import refresh_log
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -500,31 +502,77 @@ def test_a_change_that_reads_what_a_recompute_reads_whatever_its_keys_is_never_r
     assert_correct(project, [pairs], "orders alone")
 
 
-def test_change_that_consolidates_to_nothing_skips_the_merge(
+def _stage_versions(project: Project) -> dict[str, int]:
+    log = project.delta_log()
+    return {plan.table: log.latest_version(plan.table) for plan in project.plans()}
+
+
+def test_change_that_consolidates_to_nothing_is_recorded_in_the_event_log(
     spark, tmp_project: MakeProject
 ) -> None:
-    """A change no row of the view depends on is computed once, found empty, and only the
-    new versions are recorded; the view above it then has nothing to read."""
+    """A change no row of the view depends on is computed once and found empty: nothing is
+    committed to the views' tables, and their new versions are recorded in the event log's
+    append (``physical.records``); the view above has nothing to read. The next refresh
+    finds them up to date, ``status`` shows nothing pending, and once a real change commits
+    to a table, its commit's record is the one read again."""
     shipped = ViewSpec("shipped", "SELECT id, qty FROM orders WHERE status = 'shipped'")
     totals = ViewSpec(
         "totals", "SELECT COUNT(*) AS n, SUM(qty) AS q FROM shipped", reads=("shipped",)
     )
     project = open_project(spark, tmp_project, [shipped, totals])
     project.refresh()
+    before = _stage_versions(project)
     project.sql("INSERT INTO orders VALUES (20, 1, 1, 'new')")
     reports = project.refresh()
-    assert [(r.action, r.rows_out) for r in reports] == [("incremental", 0), ("incremental", 0)], (
+    # the view above finds its source's table where it was: nothing to do, and its record
+    # moves beside its table too
+    assert [(r.action, r.rows_out) for r in reports] == [("incremental", 0), ("unchanged", 0)], (
         actions(reports)
     )
-    for plan in project.plans():
-        last = spark.sql(f"DESCRIBE HISTORY {plan.table} LIMIT 1").first()
-        # a record-only commit (an INSERT of no row, conditional like every ivm commit), no MERGE
-        assert (last.operation, last.operationMetrics["numOutputRows"]) == ("WRITE", "0"), (
-            plan.table,
-            last,
-        )
+    assert _stage_versions(project) == before  # no commit: no MERGE, no empty INSERT
+    assert {r.action for r in project.refresh()} == {"unchanged"}
+    assert all(not s.pending for s in project.status()), project.status()
+    assert_correct(project, [shipped, totals])
+    # The tables move on by a refresh that never appends to the log (as one killed before
+    # its append would): the records kept beside name versions that are gone, and each
+    # commit's own is read, or the UPDATE would be applied twice.
+    logged = project.config
+    project.config = dataclasses.replace(
+        logged, history=dataclasses.replace(logged.history, log=False)
+    )
+    project.sql("UPDATE orders SET status = 'shipped' WHERE id = 20")
+    project.refresh()
+    project.config = logged
+    project.sql("INSERT INTO orders VALUES (21, 2, 3, 'shipped')")
+    project.refresh()
+    assert_correct(project, [shipped, totals])
+    # a change that comes to nothing again, recorded beside those commits
+    project.sql("INSERT INTO orders VALUES (22, 1, 1, 'new')")
+    project.refresh()
     assert {r.action for r in project.refresh()} == {"unchanged"}
     assert_correct(project, [shipped, totals])
+    # no commit was made, so none is taken for one a killed refresh never logged
+    log_table = refresh_log.table_in(project.database)
+    assert project.sql(f"SELECT DISTINCT outcome FROM {log_table}").rows == [("ok",)]
+
+
+def test_without_an_event_log_a_change_that_came_to_nothing_is_recorded_by_a_commit(
+    spark, tmp_project: MakeProject
+) -> None:
+    """With the event log off, the new versions go into a record-only commit: an INSERT of
+    no row, conditional like every ivm commit."""
+    shipped = ViewSpec("shipped", "SELECT id, qty FROM orders WHERE status = 'shipped'")
+    project = open_project(
+        spark, tmp_project, [shipped], config=INCREMENTAL_ONLY + "history: {log: false}\n"
+    )
+    project.refresh()
+    project.sql("INSERT INTO orders VALUES (20, 1, 1, 'new')")
+    assert [(r.action, r.rows_out) for r in project.refresh()] == [("incremental", 0)]
+    (plan,) = project.plans()
+    last = spark.sql(f"DESCRIBE HISTORY {plan.table} LIMIT 1").first()
+    assert (last.operation, last.operationMetrics["numOutputRows"]) == ("WRITE", "0"), last
+    assert {r.action for r in project.refresh()} == {"unchanged"}
+    assert_correct(project, [shipped])
 
 
 def test_stage_table_gets_deletion_vectors_only_when_its_load_is_large(

@@ -290,3 +290,35 @@ def test_two_appends_at_once_keep_both_rows_and_both_summaries(spark, tmp_projec
         "db.stage_a": "a",
         "db.stage_b": "b",
     }
+
+
+def _event(stage_table: str) -> refresh_log.Event:
+    return refresh_log.Event(
+        "r",
+        datetime(2026, 1, 1, tzinfo=UTC),
+        "db.v",
+        stage_table,
+        "bag",
+        "incremental",
+        "incremental",
+    )
+
+
+def test_a_record_kept_beside_holds_at_its_version_until_its_stage_is_written() -> None:
+    """The summary keeps the record of a change that came to nothing (``physical.records``)
+    for the version of the stage's table it names, without taking its event for the
+    stage's last logged commit; a later event of that stage that keeps none drops it, and
+    the other stages' stay."""
+    old, new = {"ivm": 1, "sources": {"t": 1}}, {"ivm": 1, "sources": {"t": 2}}
+    beside = {"db.a": {"version": 3, "record": new}, "db.b": {"version": 7, "record": new}}
+    after = refresh_log.Summary().after([_event("db.a"), _event("db.b")], "r1", recorded=beside)
+    summary = refresh_log.Summary.from_record(after, 0, 0)
+    assert summary.record_of("db.a", 3, old) == new
+    assert summary.record_of("db.a", 4, old) == old  # the table moved on: its commit's record
+    assert summary.record_of("db.c", 3, old) == old
+    # its event made no commit: the stage's newest commit is still the one logged last
+    assert summary.stages["db.a"].last == ""
+    again = refresh_log.Summary.from_record(summary.after([_event("db.a")], "r2"), 0, 0)
+    assert again.record_of("db.a", 3, old) == old
+    assert again.record_of("db.b", 7, old) == new
+    assert again.stages["db.a"].last == "r"

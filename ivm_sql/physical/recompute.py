@@ -105,16 +105,17 @@ class Recomputes:
                 hint=policies.STRICT_HINT,
             )
 
-    def check_strict(self, plan: PlannedView) -> None:
+    def check_strict(self, plan: PlannedView, newest: Callable[[Stage], dict | None]) -> None:
         """Refuse a STRICT view whose refresh could not be incremental, by what the logs say
-        (``forced_reason``), before any of its stages is written."""
+        (``forced_reason``), before any of its stages is written. ``newest``: a stage's newest
+        record (None: its table does not exist)."""
         own_tables = {stage.table for stage in plan.stages}
         for stage in plan.stages:
-            exists = self.run(lambda: self.log.exists(stage.table), stage.table)
-            record = self.log.recorded(stage.table)[2] if exists else {}
-            self.refuse_strict(
-                plan, self.forced_reason(stage, plan.fingerprint(stage), exists, record), own_tables
+            record = newest(stage)
+            reason = self.forced_reason(
+                stage, plan.fingerprint(stage), record is not None, record or {}
             )
+            self.refuse_strict(plan, reason, own_tables)
 
     def _definition_reason(
         self, stage: Stage, fingerprint: str, exists: bool, record: dict

@@ -64,6 +64,8 @@ class Recorder:
         self.clock = clock
         self.summary = summary
         self.events: list[Event] = []
+        # stage table -> the record of its change that came to nothing (``physical.records``)
+        self.recorded: dict[str, dict] = {}
         self._lock = threading.Lock()
         self._told: set[tuple[str, str]] = set()  # (refresh, stage) of the unlogged events
 
@@ -91,6 +93,12 @@ class Recorder:
             write_seconds=write,
             table_version=outcome.version,
         )
+
+    def record_beside(self, table: str, version: int, record: dict) -> None:
+        """Keep ``record`` for the stage ``table``, whose table stays at ``version``, in the
+        log's summary (``physical.records``)."""
+        with self._lock:
+            self.recorded[table] = {"version": version, "record": {"ivm": 1, **record}}
 
     def failed(self, view: str, stage: Stage, error: Exception, cost: Cost) -> None:
         self._add_stage(
@@ -199,7 +207,7 @@ def append(
 ) -> None:
     """The refresh's one append to the log; none when no stage ran. Entries older than
     ``keep_days`` before the refresh's clock go first, at most once a day."""
-    if recorder.events:
+    if recorder.events:  # a record kept beside comes with its stage's event
         batch = refresh_log.Batch(
             refresh_log.table_in(database),
             recorder.refresh_id,
@@ -208,5 +216,6 @@ def append(
             keep_days,
             # its checkpoints, too, come after the refresh (``physical.checkpoints``)
             checkpoints.TABLE_PROPERTIES,
+            recorder.recorded,
         )
         refresh_log.append(spark, log, batch)

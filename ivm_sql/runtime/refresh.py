@@ -43,6 +43,7 @@ from ivm_sql.physical import (
     layout,
     materialize,
     one_statement,
+    records,
 )
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.cost import (
@@ -273,7 +274,7 @@ class Refresher:
         strict = [plan for plan in plans if plan.policy is RefreshPolicy.INCREMENTAL_STRICT]
         for plan in strict:  # before anything is written
             with located(plan):
-                self.recomputes.check_strict(plan)
+                self.recomputes.check_strict(plan, self._newest_record)
         numbers = {id(plan): number for number, plan in enumerate(plans, 1)}
         by_name = {plan.view.name.lower(): plan for plan in plans}
 
@@ -298,7 +299,7 @@ class Refresher:
             )
             with located(plan):
                 if plan in strict:  # again, now that the views it reads are refreshed
-                    self.recomputes.check_strict(plan)
+                    self.recomputes.check_strict(plan, self._newest_record)
                 return self.refresh_view(plan, started)
 
         try:
@@ -320,9 +321,8 @@ class Refresher:
         for plan in plans:
             for stage in plan.stages:
                 try:
-                    if self.log.exists(stage.table) and (
-                        self.full or will_commit(self.log.last_record(stage.table)[1], self.current)
-                    ):
+                    state = self._state_of(stage)
+                    if state.exists and (self.full or will_commit(state.record, self.current)):
                         tables.append(stage.table)
                 except IvmError:  # the refresh reports it when it reaches the stage
                     continue
@@ -422,7 +422,8 @@ class Refresher:
         if ahead:
             self.ahead.add(stage.table)
         if decision is None:
-            self._adopt(stage.table, state.latest, state.record)
+            record = state.record if ahead else self._rebased(stage, fingerprint, state)
+            self._adopt(stage.table, state.latest, record)
             return UNCHANGED
         rows_out, files = report.rows_out, {t: list(c) for t, c in report.files_read.items()}
         reason = self._execute(stage, fingerprint, state, decision, report, own_tables)
@@ -443,7 +444,42 @@ class Refresher:
         exists = self._run(lambda: self.log.exists(stage.table), stage.table)
         if not exists:
             return StageState(False, None, None, {})
-        return StageState(True, *self.log.recorded(stage.table))
+        latest, record_version, record = self.log.recorded(stage.table)
+        return StageState(True, latest, record_version, self._newest(stage.table, latest, record))
+
+    def _rebased(self, stage: Stage, fingerprint: str, state: StageState) -> dict:
+        """The record of a stage none of whose sources moved, while the base tables below
+        them did: a stage below it kept a record beside its table (its change came to
+        nothing), so its rows, and this stage's, are right for the new base versions too.
+        That record is kept beside this stage's table as well (``physical.records``), or
+        ``ivm status`` would show it behind. Else (a stage behind a view written in one
+        statement, whose sources did move) the record as it is."""
+        recorded = state.record.get("sources", {})
+        if (
+            not state.exists
+            or self.recorder is None
+            or any(recorded.get(t) != self.current[t] for t in stage.sources)
+            or self._base_versions(stage.sources) == state.record.get("base")
+            or not records.kept_beside(True, state.record)
+        ):
+            return state.record
+        record = self._record(stage, fingerprint).as_dict()
+        self.recorder.record_beside(stage.table, state.latest, record)
+        return record
+
+    def _newest_record(self, stage: Stage) -> dict | None:
+        """The stage's newest record; None when its table does not exist."""
+        state = self._state_of(stage)
+        return state.record if state.exists else None
+
+    def _newest(self, table: str, latest: int | None, record: dict) -> dict:
+        """The stage's newest record: one the event log keeps beside its table, while that
+        table is at the version it names (``physical.records``), else its commit's. The
+        compare-and-swap still counts from the commit's (``StageState.record_version``): a
+        record kept beside adds no commit."""
+        if self.recorder is None:
+            return record
+        return self.recorder.summary.record_of(table, latest, record)
 
     def _decide(
         self,
@@ -534,6 +570,10 @@ class Refresher:
                 if self.log.latest_version(stage.table) == before:
                     # The change consolidated to nothing and Delta committed nothing: record the
                     # new versions anyway, or every later refresh would read them again.
+                    if records.kept_beside(self.recorder is not None, state.record):
+                        self.recorder.record_beside(stage.table, before, record.as_dict())
+                        self._adopt(stage.table, before, record.as_dict())
+                        return None
                     with self.tally.phase("write"):
                         self._run(
                             lambda: delta_log.record_only(self.spark, stage.table), stage.table

@@ -12,6 +12,11 @@ own record), the refresh that last wrote the stage's view's table through it in 
 statement (``AT_ONCE`` in the event's reason: it committed nothing to the stage's own
 table), and the stage's recent costs.
 
+The summary also keeps, per stage table, the record of a change that came to nothing
+(``physical.records``): the versions the stage now reflects, kept here instead of in a
+commit to the stage's table. It holds while the table stays at the version it names; any
+commit to the table makes it stale, and its own commit's record is read again.
+
 Appends are a compare-and-swap, like a stage's commit (``storage.concurrent``): each is
 conditional on the log's version the summary was read at, so two refreshes that finish at
 the same moment do not lose each other's summary; the loser reads the new summary and tries
@@ -123,10 +128,12 @@ class StageCosts:
     created: float | None = None
     through: str = ""
 
-    def add(self, event: Event) -> None:
+    def add(self, event: Event, committed: bool = True) -> None:
+        """Add ``event``; not ``committed``: its record was kept beside the stage's table
+        (``Summary.recorded``), so the stage's newest commit is still the one logged last."""
         if event.outcome == OUTCOME_OK and AT_ONCE in (event.reason or ""):
             self.through = event.refresh_id
-        else:
+        elif committed:
             self.last = event.refresh_id
         if event.outcome != OUTCOME_OK or event.seconds is None:
             return
@@ -160,18 +167,42 @@ class Summary:
     pruned: int = 0  # when entries were last deleted (ms since the epoch)
     version: int = -1
     committed: int = 0
+    # stage table -> {"version": its table's version, "record": the record that holds there}
+    recorded: dict[str, dict] = field(default_factory=dict)
 
-    def after(self, events: list[Event], refresh_id: str, pruned: int | None = None) -> dict:
-        """The record of an append of ``events``: this summary with them added."""
+    def after(
+        self,
+        events: list[Event],
+        refresh_id: str,
+        pruned: int | None = None,
+        recorded: dict[str, dict] | None = None,
+    ) -> dict:
+        """The record of an append of ``events``: this summary with them added, and with the
+        records of changes that came to nothing (``recorded``) in place of those of the same
+        stages before; a stage the events wrote otherwise loses its own."""
+        recorded = recorded or {}
         stages = {name: StageCosts(**asdict(costs)) for name, costs in self.stages.items()}
         for event in events:
-            stages.setdefault(event.stage_table, StageCosts()).add(event)
+            committed = event.stage_table not in recorded
+            stages.setdefault(event.stage_table, StageCosts()).add(event, committed)
+        written = {event.stage_table for event in events}
+        kept = {t: r for t, r in self.recorded.items() if t not in written}
+        kept.update(recorded)
         return {
             "log": 1,
             "refresh": refresh_id,
             "pruned": self.pruned if pruned is None else pruned,
             "stages": {name: asdict(costs) for name, costs in sorted(stages.items())},
+            "recorded": dict(sorted(kept.items())),
         }
+
+    def record_of(self, table: str, latest: int | None, record: dict) -> dict:
+        """The stage's newest record: the one this summary keeps for it, while its table is
+        still at the version that one names (``latest``), else ``record``, its commit's."""
+        kept = self.recorded.get(table)
+        if kept is not None and latest is not None and kept.get("version") == latest:
+            return kept["record"]
+        return record
 
     @classmethod
     def from_record(cls, record: dict, version: int, committed: int) -> Summary:
@@ -185,7 +216,13 @@ class Summary:
             )
             for name, costs in (record.get("stages") or {}).items()
         }
-        return cls(stages, int(record.get("pruned") or 0), version, committed)
+        return cls(
+            stages,
+            int(record.get("pruned") or 0),
+            version,
+            committed,
+            dict(record.get("recorded") or {}),
+        )
 
 
 def table_in(database: str) -> str:
@@ -216,6 +253,7 @@ class Batch:
     clock: datetime
     keep_days: int | None = None
     properties: dict[str, str] = field(default_factory=dict)
+    recorded: dict[str, dict] = field(default_factory=dict)  # ``Summary.recorded``'s new ones
 
 
 def append(spark, log: delta_log.DeltaLog, batch: Batch) -> None:
@@ -268,7 +306,7 @@ def _append_once(spark, log: delta_log.DeltaLog, batch: Batch) -> bool:
     ]
     if not own:
         return True
-    record = summary.after(own, refresh_id, pruned)
+    record = summary.after(own, refresh_id, pruned, batch.recorded)
     insert = insert_statement(name, own, datetime.now(UTC))
     return _committed(spark, log, name, summary.version, record, insert) and _is_own(
         log, name, record
