@@ -39,13 +39,12 @@ SESSION_SETTINGS = {
     # tests of test_refresh.py 120 s with Hive, 92 s without; Derby's queries and the
     # metastore's folder permissions were a sixth of the JVM's samples.
     "spark.sql.catalogImplementation": "in-memory",
-    # The parallel collector, not Java's default G1: the session makes short-lived garbage
-    # and nothing waits on a pause. Measured back to back, alternating (2026-11-30): four
-    # tests of test_refresh.py 117.1 and 118.7 s against 124.5 and 127.4 s with G1;
-    # test_one_statement.py and one of test_batches.py 138 and 140 s against 162 and 148 s.
-    # The serial collector was slower (166-176 s). It filled the heap once (2026-11-27), with
-    # Delta's cache of table logs, which forget_delta_logs below now clears after each test.
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    # Java's parallel collector, as every embedded JVM of ivm's (``session.EMBEDDED_GC``).
+    # Measured here back to back, alternating (2026-11-30): four tests of test_refresh.py
+    # 117.1 and 118.7 s against 124.5 and 127.4 s with G1; test_one_statement.py and one of
+    # test_batches.py 138 and 140 s against 162 and 148 s; the serial collector slower
+    # (166-176 s). It filled the heap once (2026-11-27), with Delta's cache of table logs,
+    # which forget_delta_logs below now clears after each test.
 }
 
 

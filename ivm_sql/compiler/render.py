@@ -13,7 +13,16 @@ from ivm_sql.incremental import aggregate, extremes, fixpoint, snapshot, top_k
 from ivm_sql.incremental.stages import TRACES, FixpointStage, Stage, TopKStage
 from ivm_sql.incremental.temporal import CLOCK
 from ivm_sql.incremental.versions import Versions
-from ivm_sql.physical import batches, bounds, changes, execution, layout, materialize, one_statement
+from ivm_sql.physical import (
+    batches,
+    bounds,
+    changes,
+    execution,
+    layout,
+    materialize,
+    one_statement,
+    records,
+)
 from ivm_sql.physical import policy as policies
 from ivm_sql.physical.cost import CostModel
 from ivm_sql.sqlbuild import (
@@ -34,7 +43,7 @@ def render(plan: ViewPlan, cost: CostModel = CostModel.from_settings(RefreshSett
         f"-- refresh policy: {policies.describe(plan.policy)}",
         "-- :<table>_old is the version a stage reflects, :<table>_new the version pinned by the refresh;",
         "-- terms for sources without changes are left out at run time, and an unchanged view runs nothing.",
-        f"-- each refresh: {changes.describe()}; {materialize.describe()};",
+        f"-- each refresh: {changes.describe()}; {materialize.describe()}; {records.describe()};",
         f"-- layout: {layout.describe()}; {batches.describe()};",
         f"-- execution: {execution.describe()};",
         f"-- pruning: {bounds.describe()};",

@@ -120,6 +120,5 @@ def _view() -> exp.Select:
 def describe() -> str:
     return (
         "the change is computed once before its MERGE: a small one collected as rows the MERGE reads "
-        f"from its plan (up to {LOCAL_MOST:,} rows), a larger one cached in memory; "
-        "an empty change skips the MERGE and only records the new versions"
+        f"from its plan (up to {LOCAL_MOST:,} rows), a larger one cached in memory"
     )

@@ -32,3 +32,10 @@ def kept_beside(logged: bool, record: dict) -> bool:
     log's append (``logged``: the refresh has one) rather than a commit to its table; ``record``
     is the stage's newest record so far."""
     return logged and INLINED not in record
+
+
+def describe() -> str:
+    return (
+        "an empty change skips the MERGE and only records the new versions, in the refresh's "
+        "append to the event log (with the log off, a commit of no row)"
+    )
