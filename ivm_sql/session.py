@@ -85,9 +85,10 @@ BASE_SETTINGS: dict[str, str] = {
 # Java's parallel collector for an embedded JVM, not its default G1: a refresh makes
 # short-lived garbage in bursts of small statements and nothing waits on a pause, so
 # throughput wins. Measured on this 2-core machine (docs/performance.md, 2026-11-30): the
-# tests' session 5-15% faster than with G1, and the demo's server and commands in
-# bench/server.py. Not added when ivm.yaml's driver options choose a collector (Java
-# refuses to start with two), nor for a cluster's driver, whose work is elsewhere.
+# tests' session 5-15% faster than with G1, `ivm server start` 2-3 s sooner, the demo's
+# one-order refreshes within the machine's noise. Not added when ivm.yaml's driver options
+# choose a collector (Java refuses to start with two), nor for a cluster's driver, whose
+# work is elsewhere.
 EMBEDDED_GC = "-XX:+UseParallelGC"
 GC_OPTION = re.compile(r"-XX:[+-]?Use\w*GC\b")
 
