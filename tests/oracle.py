@@ -841,7 +841,8 @@ def run_oracle(
     for round_ in range(1, last + 1):
         statements = changes.round(table_rows(project), empty=EMPTIED.get(round_))
         apply_changes(project, statements)
-        if round_ == unlogged:  # a change sure to reach stages whose last change came to nothing
+        # a change to the stages over countries, whose last change often came to nothing
+        if round_ == unlogged:
             moved = changes.moved_compatriot(table_rows(project))
             apply_changes(project, moved)
             statements += moved
