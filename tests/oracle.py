@@ -789,9 +789,10 @@ def run_oracle(
     """Load random rows, refresh, then ``rounds`` times: random changes, refresh, compare.
 
     Round 2 empties orders and round 3 products (empty inputs, global aggregates' one row).
-    One round refreshes without the event log (``unlogged``): the records kept beside stage
-    tables by the round before go stale under its commits, and the round after must not
-    read them.
+    One round refreshes without the event log (``unlogged``): with ``cost_round``, the
+    records kept beside stage tables by the round before go stale under its commits, and
+    the round after must not read them; without, it is round 1, after the first refresh,
+    which keeps no such record, so it checks unlogged refreshes of random changes only.
     Plain DML must never make a view recompute, except where its plan says it recomputes
     everything on any change (shown as "recomputed" with that reason).
 
