@@ -597,14 +597,18 @@ class RandomChanges:
         return statements
 
     def moved_compatriot(self, current: dict[str, list[tuple]]) -> list[str]:
-        """A customer who shares a country with another moves to a country no one has: a
-        change that every view over customers' countries sees (none when no two share one)."""
+        """A change that every view over customers' countries sees, whatever the seed: a
+        customer who shares a country with another moves to a country no one has ('NZ');
+        when no two share one, two new customers arrive there together (ids no other
+        statement uses)."""
+        r = self.rng
         customers = [row for row in current["customers"] if None not in (row[0], row[2])]
         shared = Counter(row[2] for row in customers)
         compatriots = [row for row in customers if shared[row[2]] > 1]
         if not compatriots:
-            return []
-        return [f"UPDATE customers SET country = 'NZ' WHERE id = {self.rng.choice(compatriots)[0]}"]
+            pair = [(id_, r.choice(NAMES), "NZ", r.choice(SCORES)) for id_ in (10, 11)]
+            return [f"INSERT INTO customers VALUES {values_clause(pair)}"]
+        return [f"UPDATE customers SET country = 'NZ' WHERE id = {r.choice(compatriots)[0]}"]
 
     def order_filter(self) -> str:
         r = self.rng

@@ -18,6 +18,7 @@ from oracle import (
     Churn,
     ChurnTable,
     MakeProject,
+    RandomChanges,
     ViewSpec,
     compare_views,
     views_file,
@@ -77,3 +78,28 @@ def test_a_row_updated_twice_ends_as_its_table_allows() -> None:
         for statement in churn.updated_twice({"tree": tree}):
             db.execute(sqlglot.transpile(statement, read="spark", write="sqlite")[0])
         assert all(allows(row) for row in db.execute("SELECT id, parent FROM tree")), f"seed {seed}"
+
+
+def test_the_unlogged_rounds_move_changes_the_stages_over_countries_in_every_seed() -> None:
+    """The view oracle's unlogged round relies on ``RandomChanges.moved_compatriot`` to
+    change ``countries`` and ``compatriots`` (whose records kept beside must go stale), with
+    or without two customers sharing a country. On SQLite: no Spark needed."""
+    queries = (
+        "SELECT DISTINCT country FROM customers",
+        "SELECT a.id, b.id, a.country FROM customers a JOIN customers b"
+        " ON a.country = b.country WHERE a.id < b.id",
+    )
+    alone = [(1, "ann", "DE", 3), (2, "bob", "FR", 5), (3, None, None, 7), (None, "Cy", "US", 0)]
+    shared = [*alone, (4, "dee", "DE", 9), (5, "", "DE", None)]
+    for customers in (alone, shared, []):
+        for seed in range(50):
+            db = sqlite3.connect(":memory:")
+            db.execute("CREATE TABLE customers (id INT, name TEXT, country TEXT, score INT)")
+            db.executemany("INSERT INTO customers VALUES (?, ?, ?, ?)", customers)
+            before = [sorted(db.execute(q).fetchall(), key=repr) for q in queries]
+            moves = RandomChanges(random.Random(seed)).moved_compatriot({"customers": customers})
+            for statement in moves:
+                db.execute(sqlglot.transpile(statement, read="spark", write="sqlite")[0])
+            after = [sorted(db.execute(q).fetchall(), key=repr) for q in queries]
+            unchanged = [q for q, old, new in zip(queries, before, after) if old == new]
+            assert not unchanged, f"{len(customers)} customers, seed {seed}: {unchanged} unchanged"
