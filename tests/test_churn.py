@@ -13,6 +13,7 @@ import sqlite3
 
 import pytest
 import sqlglot
+import test_oracle
 from oracle import (
     INCREMENTAL_ONLY,
     Churn,
@@ -84,11 +85,11 @@ def test_the_unlogged_rounds_move_changes_the_stages_over_countries_in_every_see
     """The view oracle's unlogged round relies on ``RandomChanges.moved_compatriot`` to
     change ``countries`` and ``compatriots`` (whose records kept beside must go stale), with
     or without two customers sharing a country. On SQLite: no Spark needed."""
-    queries = (
-        "SELECT DISTINCT country FROM customers",
-        "SELECT a.id, b.id, a.country FROM customers a JOIN customers b"
-        " ON a.country = b.country WHERE a.id < b.id",
-    )
+    specs = {spec.name: spec for spec in [*test_oracle.LINEAR, *test_oracle.JOINS]}
+    queries = [
+        sqlglot.transpile(specs[name].select, read="spark", write="sqlite")[0]
+        for name in ("countries", "compatriots")
+    ]
     alone = [(1, "ann", "DE", 3), (2, "bob", "FR", 5), (3, None, None, 7), (None, "Cy", "US", 0)]
     shared = [*alone, (4, "dee", "DE", 9), (5, "", "DE", None)]
     for customers in (alone, shared, []):
