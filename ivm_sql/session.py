@@ -77,6 +77,14 @@ BASE_SETTINGS: dict[str, str] = {
     # A cluster with large tables may want more: ivm.yaml's spark.conf wins.
     "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.session.timeZone": "UTC",
+    # Local files through Hadoop's raw file system, not its checksummed one. Without Hadoop's
+    # native library (pyspark ships none), Hadoop starts a process to chmod each file it
+    # creates and to readlink each path of a commit's rename (about 5 ms each here); the
+    # checksummed one writes and renames a .crc file beside each file, which doubles them.
+    # Delta checksums each commit itself. Measured: a one-row INSERT started 23 processes and
+    # a MERGE 25, against 12 and 13 (docs/performance.md). file: paths only.
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
     # A refresh's worker threads (runtime.workers) each run in a pool of their own, so one
     # view's jobs do not queue behind another's: FAIR shares the cores between the pools.
     "spark.scheduler.mode": "FAIR",

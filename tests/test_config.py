@@ -288,3 +288,16 @@ def test_an_embedded_jvm_runs_the_parallel_collector_unless_ivm_yaml_names_one(
 def test_a_clusters_driver_keeps_javas_own_collector(tmp_path: Path) -> None:
     cluster = Config(spark=SparkSettings(master="spark://127.0.0.1:7077"))
     assert "GC" not in start_settings(cluster, tmp_path).get(DRIVER_OPTIONS, "")
+
+
+def test_local_files_are_written_without_hadoops_checksum_files(spark, tmp_path: Path) -> None:
+    """ivm's sessions write local files through Hadoop's raw file system
+    (``session.BASE_SETTINGS``): no hidden ``.<name>.crc`` beside each data file and commit,
+    each one more file to write and rename, and more processes to start (chmod, readlink).
+    Delta's own checksum of each commit stays."""
+    location = tmp_path / "t"
+    spark.sql(f"CREATE TABLE delta.`{location}` (k INT) USING DELTA")
+    spark.sql(f"INSERT INTO delta.`{location}` VALUES (1)")
+    written = {path.name for path in location.rglob("*")}
+    assert f"{1:020d}.json" in written and f"{1:020d}.crc" in written
+    assert not [name for name in written if name.startswith(".") and name.endswith(".crc")], written
