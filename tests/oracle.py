@@ -25,7 +25,7 @@ from unittest import mock
 
 from ivm_sql.config import HistorySettings, RefreshSettings
 from ivm_sql.incremental import top_k
-from ivm_sql.physical import bounds, cost, execution, learned, materialize, one_statement
+from ivm_sql.physical import bounds, cost, execution, layout, learned, materialize, one_statement
 from ivm_sql.physical.cost import COST_REASON
 from ivm_sql.physical.recompute import RECOMPUTED_BELOW
 from ivm_sql.project import Project
@@ -764,7 +764,8 @@ def as_large(enabled: bool) -> Iterator[None]:
     (``physical.execution``), every join term reads its other inputs bounded by the
     change's keys (``physical.bounds``), and every change is too large to be kept as local
     rows (``physical.materialize``: cached instead, or, when expected small, computed again),
-    so the oracle checks each way of all three. A change of
+    and every full load writes its stage in key order, 10 rows a file (``physical.layout``),
+    so the oracle checks each way of all four. A change of
     up to 3 keys is listed, one of more is split into ranges: the oracle's tables hold too
     few keys for the usual limit, and the churn's keys (gone again by the refresh) would
     hide a value missing at the end of a list."""
@@ -775,6 +776,7 @@ def as_large(enabled: bool) -> Iterator[None]:
         mock.patch.multiple(execution, SMALL_DATA=0, SMALL_RECOMPUTE=0),
         mock.patch.multiple(bounds, BOUNDED_FROM_BYTES=0, LISTED=3),
         mock.patch.object(materialize, "LOCAL_MOST", 0),
+        mock.patch.multiple(layout, KEY_ORDER_FROM_BYTES=0, FILE_ROWS=10),
     ):
         yield
 

@@ -70,6 +70,15 @@ class ViewPlan:
             )
         return self._fingerprints[stage.table]
 
+    def key_order(self, stage: Stage) -> tuple[str, ...]:
+        """The key a full load and `ivm optimize` lay the stage's table out by
+        (``physical.layout``): its MERGE's, unless it is the view's table and its CREATE VIEW
+        asked for PARTITIONED BY or CLUSTER BY, a layout of the user's."""
+        asked = stage is self.stages[-1] and (
+            self.layout.partitioned_by or self.layout.clustered_by
+        )
+        return () if asked else stage.merge_keys
+
     def create_table(self, stage: Stage, query: exp.Query) -> exp.Create:
         """CREATE OR REPLACE TABLE for one of its stages (the last one laid out as the user asked)."""
         return create_table(

@@ -91,6 +91,13 @@ class Stage:
         )
 
     @property
+    def merge_keys(self) -> tuple[str, ...]:
+        """The columns by which its MERGE finds a group's or a key's stored rows, by which a
+        full load lays its table out (``physical.layout``); none for a table its writes
+        append to, or one whose MERGE matches whole rows of a bag."""
+        return ()
+
+    @property
     def recomputes_all(self) -> bool:
         """A recompute with one global key: any change recomputes the whole operator."""
         return False
@@ -168,6 +175,10 @@ class DistinctStage(Stage):
 
     kind = "distinct"
 
+    @property
+    def merge_keys(self) -> tuple[str, ...]:
+        return self.node.columns
+
     def change_query(self, pins: Pins) -> exp.Select | None:
         changes = delta(self.node, pins)
         return None if changes is None else distinct.change(self.node.columns, changes)
@@ -183,6 +194,10 @@ class DistinctTraceStage(DistinctStage):
     @property
     def method(self) -> str:
         return METHODS["distinct_trace"]
+
+    @property
+    def merge_keys(self) -> tuple[str, ...]:
+        return ()
 
     def write(self, change: exp.Query) -> exp.Expression:
         """The INSERT that appends ``change`` to the trace as one batch."""
@@ -209,6 +224,10 @@ class AggregateStage(Stage):
         return self.node
 
     @property
+    def merge_keys(self) -> tuple[str, ...]:
+        return self.node.keys
+
+    @property
     def method(self) -> str:
         return METHODS["extremes" if extremes.calls(self.node) else "aggregate"]
 
@@ -231,6 +250,10 @@ class AggregateTraceStage(AggregateStage):
     @property
     def method(self) -> str:
         return METHODS["aggregate_trace"]
+
+    @property
+    def merge_keys(self) -> tuple[str, ...]:
+        return ()
 
     def write(self, change: exp.Query) -> exp.Expression:
         """The INSERT that appends ``change`` to the trace as one batch."""
@@ -255,6 +278,11 @@ class RecomputeStage(Stage):
     @property
     def recomputes_all(self) -> bool:
         return not any(self.node.keys)
+
+    @property
+    def merge_keys(self) -> tuple[str, ...]:
+        """Its hidden key columns: a touched key's rows are replaced together."""
+        return recompute.key_columns(self.node)
 
     @property
     def every_refresh(self) -> bool:

@@ -41,6 +41,11 @@ class TableSizes:
         """``cost.scanned_bytes``: what ``query`` reads, a bounded table by the files it opens."""
         return scanned_bytes(query, list(bounded), self.bytes, self.files)
 
+    def read_bytes(self, query: exp.Query) -> int | None:
+        """Bytes of the table versions ``query`` scans whole; None when one's size is unknown."""
+        sizes = [self.bytes(t, v) for t, v in execution.scanned_versions(query)]
+        return None if None in sizes else sum(sizes)
+
     def is_small(
         self, query: exp.Query, recompute: bool = False, also: list[tuple[str, int]] = ()
     ) -> bool:

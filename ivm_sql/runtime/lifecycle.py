@@ -26,8 +26,8 @@ from sqlglot.errors import SqlglotError
 from ivm_sql.catalog import first_line
 from ivm_sql.compiler.plan import ViewPlan
 from ivm_sql.errors import IvmError
-from ivm_sql.physical import execution
-from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, describe, table, to_sql
+from ivm_sql.physical import execution, layout
+from ivm_sql.sqlbuild import DIALECT, INTERNAL_PREFIX, col, describe, table, to_sql
 from ivm_sql.storage.delta_log import DeltaLog
 
 STATE_PREFIX = f"{INTERNAL_PREFIX}_"
@@ -215,17 +215,29 @@ def optimize(
     for plan in plans:
         for stage in plan.stages:
             if log.exists(stage.table):
-                done.append(_compact(spark, log, stage.table, needed.get(stage.table), floor))
+                keys = plan.key_order(stage)
+                done.append(_compact(spark, log, stage.table, keys, needed.get(stage.table), floor))
     return done
 
 
-def _compact(spark, log: DeltaLog, name: str, needed: int | None, floor: float) -> Compaction:
+def _compact(
+    spark, log: DeltaLog, name: str, keys: tuple[str, ...], needed: int | None, floor: float
+) -> Compaction:
+    """OPTIMIZE, then VACUUM, one table; ``keys``: the key it is laid out by, if any."""
     target = _sql(table(name))
-    metrics = (
-        spark.sql(_sql(exp.Command(this="OPTIMIZE", expression=exp.Literal.string(target))))
-        .first()
-        .metrics
+    latest = log.latest_version(name)
+    clustered, settings = layout.compaction(
+        keys, log.row_count(name, latest), log.size_bytes(name, latest)
     )
+    optimized = target
+    if clustered:
+        optimized += f" ZORDER BY ({', '.join(_sql(col(c)) for c in clustered)})"
+    with execution.session_settings(spark, settings):
+        metrics = (
+            spark.sql(_sql(exp.Command(this="OPTIMIZE", expression=exp.Literal.string(optimized))))
+            .first()
+            .metrics
+        )
     hours = retention_hours(log, name, needed, floor, int(time.time() * 1000))
     if hours is None:
         note = f"VACUUM skipped: a stage still reads its change feed from version {needed + 1}, older than Delta keeps removed files"

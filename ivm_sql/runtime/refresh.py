@@ -637,10 +637,13 @@ class Refresher:
         with self.tally.phase("write"):
             initial = self._initial(stage) if initial is None else initial
             small = self.sizes.is_small(initial, recompute=True)
+            ordered, order_settings = layout.key_ordered(
+                initial, self.plan_of[stage.table].key_order(stage), self.sizes.read_bytes(initial)
+            )
             with (
                 execution.for_small_data(self.spark, enabled=small),
-                execution.session_settings(self.spark, WHOLE_OVERWRITE),
-                self._solved(stage, initial) as initial,
+                execution.session_settings(self.spark, {**WHOLE_OVERWRITE, **order_settings}),
+                self._solved(stage, ordered) as initial,
             ):
                 created = not exists or stage.table in self.recomputes.reshaped
                 statement = (
