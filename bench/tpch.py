@@ -8,7 +8,8 @@ RF2: old orders and their lineitems deleted), and times, in the same Spark sessi
 
   - `refresh()`: the incremental refresh of every view (per view and in total), with the
     stages each view changed and the statements and Spark jobs they ran (``runtime.tally``),
-    and their average per changed stage; --workers sets how many views refresh at once;
+    and their average per changed stage; --workers sets how many views refresh at once,
+    and --session plain refreshes in a plain Delta session of the user's (Project.open(spark=...));
   - a second `refresh()` with nothing changed;
   - `refresh(full=True)`: every view recomputed from scratch;
   - `CREATE OR REPLACE TABLE ... AS <select>` of each view's SELECT (CTAS).
@@ -298,7 +299,11 @@ def update_sets(sf: float, sets: int) -> Path:
 
 
 def create_project(
-    root: Path, queries: list[str], conf: dict[str, str], workers: int | None = None
+    root: Path,
+    queries: list[str],
+    conf: dict[str, str],
+    workers: int | None = None,
+    session: str = "ivm",
 ) -> Project:
     (root / "migrations").mkdir(parents=True)
     (root / "views").mkdir()
@@ -309,7 +314,30 @@ def create_project(
     if workers is not None:
         config["refresh"] = {"workers": workers}
     (root / "ivm.yaml").write_text(yaml.safe_dump(config))
+    if session == "plain":
+        return Project.open(root, spark=plain_session(root, config["spark"]["conf"]))
     return Project.open(root)
+
+
+def plain_session(root: Path, conf: dict[str, str]):
+    """A user's own Delta session, as Delta's quickstart builds one (``--session plain``):
+    ``local[*]``, Delta's extension and catalog, ``conf`` (the driver's memory and any
+    --conf), its warehouse in ``root``; none of ivm's own settings."""
+    from delta import configure_spark_with_delta_pip
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[*]")
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+        .config("spark.sql.warehouse.dir", str(root / "warehouse"))
+        .config("spark.ui.enabled", "false")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return configure_spark_with_delta_pip(builder).getOrCreate()
 
 
 def load(project: Project, parquet: Path) -> None:
@@ -492,7 +520,7 @@ def ctas(project: Project, queries: list[str]) -> dict[str, float]:
     return {
         name: timed(
             lambda: project.sql(
-                f"CREATE OR REPLACE TABLE {quote('bench_ctas_' + name)} AS {select_of(name)}"
+                f"CREATE OR REPLACE TABLE {quote('bench_ctas_' + name)} USING DELTA AS {select_of(name)}"
             )
         )[1]
         for name in queries
@@ -572,7 +600,7 @@ def machine(project: Project) -> dict[str, object]:
 
 def benchmark(root: Path, args: argparse.Namespace) -> Run:
     parquet, generated = tpch_parquet(args.sf)
-    project = create_project(root, args.queries, dict(args.conf), args.workers)
+    project = create_project(root, args.queries, dict(args.conf), args.workers, args.session)
     if args.server:  # before the project's first statement: it connects to the server
         log(f"project in {root}; starting its server")
         ivm_command(project, "server", "start")
@@ -634,6 +662,7 @@ def measured(
             )
     info["load_average_end"] = os.getloadavg()[0]
     info["server"] = args.server
+    info["session"] = args.session
     project.spark.stop()  # before the work dir goes: Spark holds the metastore in it
     return Run(
         info, args.sf, args.seed, args.rf, args.queries, rows, generated, loaded, first, rounds
@@ -798,7 +827,8 @@ def preamble(run: Run) -> list[str]:
         f"machine: {m['cpus']} CPUs, {m['ram_gib']} GiB RAM, {m['platform']}; Python {m['python']}, "
         f"Spark {m['spark']}, Delta {m['delta']}, DuckDB {m['duckdb']}; "
         f"load average {m['load_average_start']:.2f} at start, {m['load_average_end']:.2f} at end; "
-        f"refresh workers: {m.get('workers', 1)}",
+        f"refresh workers: {m.get('workers', 1)}; session: "
+        + ("a plain Delta session of the user's" if m.get("session") == "plain" else "ivm's own"),
         f"load (8 INSERTs from Parquet): {run.load_seconds:.1f}s; "
         f"first refresh (creates the {len(run.queries)} views): {run.first_refresh.seconds:.1f}s",
     ]
@@ -969,6 +999,13 @@ def main() -> None:
         "loading, DML and CTAS reach the same server over Spark Connect",
     )
     parser.add_argument(
+        "--session",
+        choices=("ivm", "plain"),
+        default="ivm",
+        help="the Spark session: the one ivm builds (default), or a plain Delta session of the "
+        "user's passed to Project.open(spark=...), with none of ivm's settings (issue 46)",
+    )
+    parser.add_argument(
         "--skip",
         type=skipped,
         default=frozenset(),
@@ -976,6 +1013,10 @@ def main() -> None:
         help="leave out each round's --full refresh and/or the comparison of the views with their SELECTs",
     )
     args = parser.parse_args()
+    if args.server and args.session == "plain":
+        parser.error(
+            "--server runs ivm's own session in the server; --session plain is a session of this process"
+        )
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     with workdir(args.workdir) as root:

@@ -57,6 +57,15 @@ REFRESH_SETTINGS: dict[str, str] = {
     # bench/writes.py at 200 rows, TZ=America/Los_Angeles: a plain append 0.79 s against
     # 0.35 s on UTC, a MERGE 1.33 s against 1.03 s.
     "spark.databricks.delta.allFilesInCrc.verificationMode.forceOnNonUTC.enabled": "false",
+    # Partitions of Delta's log replay, which rebuilds a table's file list after each commit
+    # and before each MERGE (Delta's default is 50). One, not two: on TPC-H SF 0.01 an
+    # incremental round of the 22 views took 63-66 s with 1 against 108-116 s with 2, and a
+    # MERGE into 20,000 rows 2.7 s against 7.1 s (medians of 5, alternating, same session).
+    # A user's own session that leaves Delta's 50 gets 1 for its refreshes too: at TPC-H SF 1
+    # its first refresh took 236.6 s against 135.9 s in ivm's session (docs/performance.md).
+    # A cluster with large tables may want more: ivm.yaml's spark.conf, or a value the
+    # user's session sets, wins.
+    "spark.databricks.delta.snapshotPartitions": "1",
 }
 
 # Settings every ivm session has; ivm.yaml's spark.conf is applied after these and wins.
@@ -70,12 +79,6 @@ BASE_SETTINGS: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
-    # Partitions of Delta's log replay, which rebuilds a table's file list after each commit
-    # and before each MERGE (Delta's default is 50). One, not two: on TPC-H SF 0.01 an
-    # incremental round of the 22 views took 63-66 s with 1 against 108-116 s with 2, and a
-    # MERGE into 20,000 rows 2.7 s against 7.1 s (medians of 5, alternating, same session).
-    # A cluster with large tables may want more: ivm.yaml's spark.conf wins.
-    "spark.databricks.delta.snapshotPartitions": "1",
     "spark.sql.session.timeZone": "UTC",
     # Local files through Hadoop's raw file system, not its checksummed one. Without Hadoop's
     # native library (pyspark ships none), Hadoop starts a process to chmod each file it
