@@ -14,6 +14,9 @@ Spark session, rounds as ivm runs them against rounds with one choice undone (``
 - ``codegen``, ``adaptive``, ``partitions``: the small-data settings a tiny change runs with
   (``physical.execution.SMALL_DATA_SETTINGS``): interpreted, no adaptive re-planning, one
   shuffle partition; undone, that one is left at the session's own value.
+- ``pools``: each view refreshed beside another runs its jobs in a FAIR scheduler pool of its
+  own (``runtime.workers.worker_session``); undone, every view's jobs queue in Spark's default
+  pool, first come first served, as under Spark's FIFO scheduler.
 
 The demo project is copied to a temporary folder, migrated and refreshed. Each round changes
 one order, waits ``--pause`` seconds and times the refresh; rounds alternate between ivm's way
@@ -39,6 +42,8 @@ from ivm_sql import Project
 from ivm_sql.physical import execution
 from ivm_sql.physical.snapshot_state import SnapshotStates
 from ivm_sql.runtime import refresh as refresh_module
+from ivm_sql.runtime import workers
+from ivm_sql.storage.concurrent import own_session
 from ivm_sql.storage.delta_log import compute_state
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,7 +53,7 @@ SETTING_OF = {
     "adaptive": ("spark.sql.adaptive.enabled",),
     "partitions": ("spark.sql.shuffle.partitions",),
 }
-CHOICES = ("warm-state", "state-beside", *SETTING_OF)
+CHOICES = ("warm-state", "state-beside", "pools", *SETTING_OF)
 
 
 def without_setting(name: str) -> AbstractContextManager:
@@ -59,6 +64,12 @@ def without_setting(name: str) -> AbstractContextManager:
         if key not in SETTING_OF[name]
     }
     return mock.patch.object(execution, "SMALL_DATA_SETTINGS", kept)
+
+
+def one_pool(spark):
+    """``workers.worker_session`` undone: the worker's jobs in Spark's default pool."""
+    spark.sparkContext.setLocalProperty(workers.POOL, None)
+    return own_session(spark)
 
 
 def no_states_beside(spark, tables) -> SnapshotStates:
@@ -89,6 +100,8 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
     undone = (compute_states, lambda: without_setting(choice))
     if choice == "warm-state":
         undone = (lambda: None, nullcontext)
+    elif choice == "pools":
+        undone = (compute_states, lambda: mock.patch.object(workers, "worker_session", one_pool))
     elif choice == "state-beside":  # as outside the server: nothing between commands
         ivms_way = (lambda: None, nullcontext)
         undone = (
