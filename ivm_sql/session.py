@@ -62,7 +62,8 @@ REFRESH_SETTINGS: dict[str, str] = {
     # incremental round of the 22 views took 63-66 s with 1 against 108-116 s with 2, and a
     # MERGE into 20,000 rows 2.7 s against 7.1 s (medians of 5, alternating, same session).
     # A user's own session that leaves Delta's 50 gets 1 for its refreshes too: at TPC-H SF 1
-    # its first refresh took 236.6 s against 135.9 s in ivm's session (docs/performance.md).
+    # its first refresh took 236.6 s without it and 131.8 s with it, against 135.9 s in
+    # ivm's own session (docs/performance.md).
     # A cluster with large tables may want more: ivm.yaml's spark.conf, or a value the
     # user's session sets, wins.
     "spark.databricks.delta.snapshotPartitions": "1",
