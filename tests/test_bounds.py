@@ -21,6 +21,7 @@ from ivm_sql.compiler.order import compile_views
 from ivm_sql.compiler.plan import symbolic_pins
 from ivm_sql.compiler.render import render
 from ivm_sql.errors import Location
+from ivm_sql.incremental.versions import Versions
 from ivm_sql.physical import bounds, cost, execution
 from ivm_sql.physical.changes import is_change_read
 from ivm_sql.sqlbuild import col, to_sql
@@ -128,6 +129,35 @@ def test_a_touched_keys_recompute_reads_its_inputs_only_where_the_touched_keys_a
     ]
     # a NULL customer is a partition like any other
     assert all(b.null_safe for b in bounds.bounds(change))
+
+
+def test_the_touched_keys_of_a_join_bound_its_inputs_when_each_term_binds_them_to_a_change() -> (
+    None
+):
+    """A window over a join recomputes each touched partition: the touched customers come
+    from every term of the join's change. The orders term's are its changed orders'; the
+    customers term's are orders.customer_id, equal to the changed customers' id. So every
+    touched key is a value of a feed, and the join's new rows are read only for them (TPC-H
+    Q18's lineitem and orders, by the order keys its IN touches)."""
+    window = (
+        "SELECT o.id, c.name, RANK() OVER (PARTITION BY o.customer_id ORDER BY o.quantity) AS r "
+        "FROM orders o JOIN customers c ON o.customer_id = c.id"
+    )
+    assert "db.customers/db.orders.customer_id by the touched keys" in [
+        b.describe() for b in bounds.bounds(change_of(window))
+    ]
+    # joined to products by product_id: the products term touches any customer, and bounds nothing
+    by_product = (
+        "SELECT o.id, p.price, RANK() OVER (PARTITION BY o.customer_id ORDER BY o.quantity) AS r "
+        "FROM orders o JOIN products p ON o.product_id = p.id"
+    )
+    touched = "db.orders/db.products.customer_id by the touched keys"
+    assert touched not in [b.describe() for b in bounds.bounds(change_of(by_product))]
+    # ...until products has no change in the refresh: its term is left out
+    (stage,) = plan_of(by_product).stages
+    pins = symbolic_pins([stage])
+    pins["db.products"] = Versions.at(3, 3)
+    assert touched in [b.describe() for b in bounds.bounds(stage.change_query(pins))]
 
 
 def test_a_semi_join_bounds_both_ways_an_anti_join_neither() -> None:
@@ -360,6 +390,26 @@ def test_keys_read_straight_from_a_feed_take_its_values_once_per_refresh(spark) 
     assert first["k"] == (3, [3, 5, 9], 3, 9, False) and jobs == 1
     second, jobs = _jobs(spark, lambda: values.of(renamed, ["p0"]))
     assert second["p0"] == first["k"] and jobs == 0
+
+
+def test_keys_a_join_binds_to_a_feed_take_its_values_without_reading_the_table(
+    spark, big_table
+) -> None:
+    """A touched key read from a large table, but equal to a feed's column by the join: the
+    feed's values hold all of its values, fetched by one job over the feed alone."""
+    _feed(spark, "__ivm_changes_kv5", "(3, 1), (1500, -1), (20000, 1)")
+    touched = _source(
+        f"SELECT DISTINCT b.k AS t FROM {big_table} AS b "
+        "JOIN global_temp.__ivm_changes_kv5 AS c ON b.k = c.k"
+    )
+    values, jobs = _jobs(spark, lambda: bounds.KeyValues(spark).of(touched, ["t"]))
+    assert values["t"] == (3, [3, 1500, 20000], 3, 20000, False) and jobs == 1
+    # null-safely equal: a NULL of the table would match a NULL of the feed, not followed
+    null_safe = _source(
+        f"SELECT DISTINCT b.k AS t FROM {big_table} AS b "
+        "JOIN global_temp.__ivm_changes_kv5 AS c ON b.k <=> c.k"
+    )
+    assert bounds._feed_origins(null_safe, "t") is None
 
 
 def test_a_key_an_outer_join_may_turn_null_takes_the_changes_own_values(spark) -> None:

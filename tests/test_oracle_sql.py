@@ -240,6 +240,15 @@ SELECT id, customer_id, qty,
        LEAD(id, 1, -1) OVER (PARTITION BY customer_id ORDER BY qty, id, product_id, status, note) AS next_id
 FROM orders""",
     ),
+    # over a join: each touched customer's partition is recomputed. The orders term binds
+    # the key c.id to the orders' change by o.customer_id = c.id, so the even rounds read the
+    # join's new rows only for the feeds' keys (``physical.bounds``, TPC-H Q18's IN)
+    ViewSpec(
+        "ranked_customer_orders",
+        """
+SELECT c.id, c.name, o.id AS order_id, RANK() OVER (PARTITION BY c.id ORDER BY o.qty) AS rnk
+FROM customers c JOIN orders o ON o.customer_id = c.id""",
+    ),
     ViewSpec(
         "top_orders_per_status",
         """

@@ -94,7 +94,8 @@ def bounds(query: exp.Query) -> list[Bound]:
         seen = set()
         for left, right, null_safe in _equalities(_conditions(term)):
             a, b = left
-            bounds_a_change = a in changes and right[0] in sources and right[0] not in changes
+            is_change = a in changes or (a in sources and _covered_by_feeds(sources[a], b))
+            bounds_a_change = is_change and right[0] in sources and right[0] not in changes
             if bounds_a_change and _reads_a_table(sources[right[0]]) and (left, right) not in seen:
                 seen.add((left, right))
                 found.append(Bound(term, a, b, right[0], right[1], null_safe))
@@ -228,16 +229,10 @@ class KeyValues:
         """Per key: (distinct values, them sorted when at most SPLIT_AT_MOST, least, greatest,
         whether it holds a NULL)."""
         found, own = {}, []
-        plain = not _may_add_nulls(change)
         for key in keys:
-            origins = _origins(change, key) if plain else []
-            if origins and all(
-                is_change_read(table) and not isinstance(table.this, exp.Anonymous)
-                for table, _ in origins
-            ):
-                found[key] = _merged(
-                    [self._of_feed(table.name, column) for table, column in origins]
-                )
+            feeds = _feed_origins(change, key) if _covered_by_feeds(change, key) else None
+            if feeds and not any(isinstance(table.this, exp.Anonymous) for table, _ in feeds):
+                found[key] = _merged([self._of_feed(table.name, column) for table, column in feeds])
             else:
                 own.append(key)
         if own:
@@ -250,6 +245,59 @@ class KeyValues:
                 kept = exp.Table(this=exp.to_identifier(view), db=exp.to_identifier(GLOBAL_TEMP))
                 self._of_feeds[(view, column)] = _values(self.spark, kept, [column])[column]
             return self._of_feeds[(view, column)]
+
+
+def _covered_by_feeds(source: exp.Expression, column: str) -> bool:
+    """Whether every value of a FROM item's column is a value of kept change data feeds'
+    columns (``_feed_origins``), NULL included: then a touched-keys recompute's keys, though
+    their query joins large tables too, bound its reads by those feeds' values, fetched
+    without running that query."""
+    return not _may_add_nulls(source) and _feed_origins(source, column) is not None
+
+
+def _feed_origins(source: exp.Expression, column: str) -> list[tuple[exp.Table, str]] | None:
+    """The kept change data feeds' columns that hold every value of a FROM item's column, or
+    None. Like ``_origins``, through plain renames, filters, inner and semi joins,
+    aggregates and every branch of a UNION ALL; and where the column is read from a table,
+    through a chain of ``=`` in the same SELECT to a column that is read from a feed.
+
+    That is DBSP's join rule seen from its keys: each term of Δ(A ⋈ B) joins at least one
+    change, so a join key of its output equals that change's key in every row (``=`` holds
+    no NULL). The touched keys of Q18's IN over ``lineitem ⋈ orders`` are the changed
+    orders' and lineitems' order keys, and its HAVING stage's changed groups."""
+    if isinstance(source, exp.Table):
+        return [(source, column)] if is_change_read(source) else None
+    return _query_feed_origins(source.this, column) if isinstance(source, exp.Subquery) else None
+
+
+def _query_feed_origins(query: exp.Expression, column: str) -> list[tuple[exp.Table, str]] | None:
+    if isinstance(query, exp.Union):
+        branches = _branches(query)
+        if column not in branches[0].named_selects:
+            return None
+        position = branches[0].named_selects.index(column)
+        per_branch = [
+            _query_feed_origins(branch, branch.named_selects[position]) for branch in branches
+        ]
+        return None if None in per_branch else [o for origins in per_branch for o in origins]
+    if not isinstance(query, exp.Select):
+        return None
+    picked = [e for e in query.expressions if e.alias_or_name == column]
+    if len(picked) != 1 or not isinstance(picked[0].unalias(), exp.Column):
+        return None
+    named, sources, inputs = picked[0].unalias(), _sources(query), _inputs(query)
+    if not named.table:  # an unqualified column: plain only over a single input
+        return _feed_origins(inputs[0], named.name) if len(inputs) == 1 else None
+    equal = [
+        other
+        for this, other, null_safe in _equalities(_conditions(query))
+        if this == (named.table, named.name) and not null_safe
+    ]
+    for alias_, name in [(named.table, named.name), *equal]:
+        found = _feed_origins(sources[alias_], name) if alias_ in sources else None
+        if found is not None:
+            return found
+    return None
 
 
 def _may_add_nulls(change: exp.Expression) -> bool:
