@@ -94,7 +94,9 @@ def bounds(query: exp.Query) -> list[Bound]:
         seen = set()
         for left, right, null_safe in _equalities(_conditions(term)):
             a, b = left
-            is_change = a in changes or (a in sources and _covered_by_feeds(sources[a], b))
+            is_change = a in changes or (
+                a in sources and _covering_feeds(sources[a], b) is not None
+            )
             bounds_a_change = is_change and right[0] in sources and right[0] not in changes
             if bounds_a_change and _reads_a_table(sources[right[0]]) and (left, right) not in seen:
                 seen.add((left, right))
@@ -230,7 +232,7 @@ class KeyValues:
         whether it holds a NULL)."""
         found, own = {}, []
         for key in keys:
-            feeds = _feed_origins(change, key) if _covered_by_feeds(change, key) else None
+            feeds = _covering_feeds(change, key)
             if feeds and not any(isinstance(table.this, exp.Anonymous) for table, _ in feeds):
                 found[key] = _merged([self._of_feed(table.name, column) for table, column in feeds])
             else:
@@ -247,57 +249,23 @@ class KeyValues:
             return self._of_feeds[(view, column)]
 
 
-def _covered_by_feeds(source: exp.Expression, column: str) -> bool:
-    """Whether every value of a FROM item's column is a value of kept change data feeds'
-    columns (``_feed_origins``), NULL included: then a touched-keys recompute's keys, though
-    their query joins large tables too, bound its reads by those feeds' values, fetched
-    without running that query."""
-    return not _may_add_nulls(source) and _feed_origins(source, column) is not None
+def _covering_feeds(source: exp.Expression, column: str) -> list[tuple[exp.Table, str]] | None:
+    """The kept change data feeds' columns that hold every value of a FROM item's column, NULL
+    included, or None: ``_feed_origins`` where the FROM item adds no NULL of its own. Then a
+    touched-keys recompute's keys, though their query joins large tables too, bound its reads
+    by those feeds' values, fetched without running that query."""
+    return None if _may_add_nulls(source) else _feed_origins(source, column)
 
 
 def _feed_origins(source: exp.Expression, column: str) -> list[tuple[exp.Table, str]] | None:
-    """The kept change data feeds' columns that hold every value of a FROM item's column, or
-    None. Like ``_origins``, through plain renames, filters, inner and semi joins,
-    aggregates and every branch of a UNION ALL; and where the column is read from a table,
-    through a chain of ``=`` in the same SELECT to a column that is read from a feed.
+    """``_origins`` that are kept change data feeds, or None; where the column is read from a
+    table, also through a chain of ``=`` in the same SELECT to a column read from a feed.
 
     That is DBSP's join rule seen from its keys: each term of Δ(A ⋈ B) joins at least one
     change, so a join key of its output equals that change's key in every row (``=`` holds
     no NULL). The touched keys of Q18's IN over ``lineitem ⋈ orders`` are the changed
     orders' and lineitems' order keys, and its HAVING stage's changed groups."""
-    if isinstance(source, exp.Table):
-        return [(source, column)] if is_change_read(source) else None
-    return _query_feed_origins(source.this, column) if isinstance(source, exp.Subquery) else None
-
-
-def _query_feed_origins(query: exp.Expression, column: str) -> list[tuple[exp.Table, str]] | None:
-    if isinstance(query, exp.Union):
-        branches = _branches(query)
-        if column not in branches[0].named_selects:
-            return None
-        position = branches[0].named_selects.index(column)
-        per_branch = [
-            _query_feed_origins(branch, branch.named_selects[position]) for branch in branches
-        ]
-        return None if None in per_branch else [o for origins in per_branch for o in origins]
-    if not isinstance(query, exp.Select):
-        return None
-    picked = [e for e in query.expressions if e.alias_or_name == column]
-    if len(picked) != 1 or not isinstance(picked[0].unalias(), exp.Column):
-        return None
-    named, sources, inputs = picked[0].unalias(), _sources(query), _inputs(query)
-    if not named.table:  # an unqualified column: plain only over a single input
-        return _feed_origins(inputs[0], named.name) if len(inputs) == 1 else None
-    equal = [
-        other
-        for this, other, null_safe in _equalities(_conditions(query))
-        if this == (named.table, named.name) and not null_safe
-    ]
-    for alias_, name in [(named.table, named.name), *equal]:
-        found = _feed_origins(sources[alias_], name) if alias_ in sources else None
-        if found is not None:
-            return found
-    return None
+    return _traced(source, column, feeds_only=True)
 
 
 def _may_add_nulls(change: exp.Expression) -> bool:
@@ -538,34 +506,58 @@ def _origins(source: exp.Expression, column: str) -> list[tuple[exp.Table, str]]
     """The tables a FROM item's column is read from, and its name there, as far as plain
     renames through subqueries and UNION ALL branches go (``orders.customer_id AS p0``: the
     ``orders`` node and customer_id; an old snapshot, the new one UNION ALL its change: both)."""
+    return _traced(source, column, feeds_only=False) or []
+
+
+def _traced(
+    source: exp.Expression, column: str, feeds_only: bool
+) -> list[tuple[exp.Table, str]] | None:
+    """``_origins`` (``feeds_only``: ``_feed_origins``); None for none."""
     if isinstance(source, exp.Table):
-        return [(source, column)]
-    return _query_origins(source.this, column) if isinstance(source, exp.Subquery) else []
+        return [(source, column)] if not feeds_only or is_change_read(source) else None
+    return (
+        _query_traced(source.this, column, feeds_only) if isinstance(source, exp.Subquery) else None
+    )
 
 
-def _query_origins(query: exp.Expression, column: str) -> list[tuple[exp.Table, str]]:
-    """``_origins`` of a query's output column: the nodes themselves, not copies, so the cost
+def _query_traced(
+    query: exp.Expression, column: str, feeds_only: bool
+) -> list[tuple[exp.Table, str]] | None:
+    """``_traced`` of a query's output column: the nodes themselves, not copies, so the cost
     model finds them among the query's scans. A UNION ALL has them only when every branch
     does: a branch whose column is computed (``qty + 1``) has values no table column holds,
     and the key values of the others alone would leave its rows out of a bound."""
     if isinstance(query, exp.Union):
         branches = _branches(query)
         if column not in branches[0].named_selects:
-            return []
+            return None
         position = branches[0].named_selects.index(column)
-        per_branch = [_query_origins(branch, branch.named_selects[position]) for branch in branches]
-        return [found for origins in per_branch for found in origins] if all(per_branch) else []
+        per_branch = [
+            _query_traced(branch, branch.named_selects[position], feeds_only) for branch in branches
+        ]
+        return (
+            None if None in per_branch else [found for origins in per_branch for found in origins]
+        )
     if not isinstance(query, exp.Select):
-        return []
+        return None
     picked = [e for e in query.expressions if e.alias_or_name == column]
     if len(picked) != 1 or not isinstance(picked[0].unalias(), exp.Column):
-        return []
-    named, inputs = picked[0].unalias(), _inputs(query)
-    if named.table:
-        inner = _sources(query).get(named.table)
-    else:  # an unqualified column: plain only over a single input
-        inner = inputs[0] if len(inputs) == 1 else None
-    return _origins(inner, named.name) if inner is not None else []
+        return None
+    named, sources, inputs = picked[0].unalias(), _sources(query), _inputs(query)
+    if not named.table:  # an unqualified column: plain only over a single input
+        return _traced(inputs[0], named.name, feeds_only) if len(inputs) == 1 else None
+    candidates = [(named.table, named.name)]
+    if feeds_only:  # a column equal to it by ``=`` holds the same values, never NULL
+        candidates += [
+            other
+            for this, other, null_safe in _equalities(_conditions(query))
+            if this == candidates[0] and not null_safe
+        ]
+    for alias_, name in candidates:
+        found = _traced(sources[alias_], name, feeds_only) if alias_ in sources else None
+        if found is not None:
+            return found
+    return None
 
 
 def _branches(query: exp.Expression) -> list[exp.Select]:
