@@ -11,6 +11,9 @@ Spark session, rounds as ivm runs them against rounds with one choice undone (``
 - ``state-beside``: with nothing computed between commands (a refresh outside the server), a
   thread of the refresh's own computes the state of each table it will commit to while it
   computes the changes (``physical.snapshot_state``); undone, each commit computes it.
+- ``inline``: a batch appended to a trace that no stage above reads is computed by its INSERT
+  (``physical.materialize.INLINE``); undone, the change is collected first and its rows are
+  appended, two statements.
 - ``codegen``, ``adaptive``, ``partitions``: the small-data settings a tiny change runs with
   (``physical.execution.SMALL_DATA_SETTINGS``): interpreted, no adaptive re-planning, one
   shuffle partition; undone, that one is left at the session's own value.
@@ -39,7 +42,7 @@ from pathlib import Path
 from unittest import mock
 
 from ivm_sql import Project
-from ivm_sql.physical import execution
+from ivm_sql.physical import execution, materialize
 from ivm_sql.physical.snapshot_state import SnapshotStates
 from ivm_sql.runtime import refresh as refresh_module
 from ivm_sql.runtime import workers
@@ -53,7 +56,8 @@ SETTING_OF = {
     "adaptive": ("spark.sql.adaptive.enabled",),
     "partitions": ("spark.sql.shuffle.partitions",),
 }
-CHOICES = ("warm-state", "state-beside", "pools", *SETTING_OF)
+CHOICES = ("warm-state", "state-beside", "pools", "inline", *SETTING_OF)
+KEPT_WAY = materialize.way_for
 
 
 def without_setting(name: str) -> AbstractContextManager:
@@ -70,6 +74,11 @@ def one_pool(spark):
     """``workers.worker_session`` undone: the worker's jobs in Spark's default pool."""
     spark.sparkContext.setLocalProperty(workers.POOL, None)
     return own_session(spark)
+
+
+def kept_first(changed_rows: int, appended_unread: bool = False) -> str:
+    """``materialize.INLINE`` undone: every change is kept before its write."""
+    return KEPT_WAY(changed_rows)
 
 
 def no_states_beside(spark, tables) -> SnapshotStates:
@@ -100,6 +109,8 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
     undone = (compute_states, lambda: without_setting(choice))
     if choice == "warm-state":
         undone = (lambda: None, nullcontext)
+    elif choice == "inline":
+        undone = (compute_states, lambda: mock.patch.object(materialize, "way_for", kept_first))
     elif choice == "pools":
         undone = (compute_states, lambda: mock.patch.object(workers, "worker_session", one_pool))
     elif choice == "state-beside":  # as outside the server: nothing between commands

@@ -29,11 +29,20 @@ EVERY = 16  # the batch that is written as a consolidating rewrite instead of ap
 
 def write(stage: Stage, change: exp.Query, log: DeltaLog, latest: int) -> exp.Expression:
     """The statement that adds ``change`` to the stage's table at version ``latest``."""
-    if isinstance(stage, TRACES) and batches_since_consolidated(log, stage.table, latest) >= (
-        EVERY - 1
-    ):
+    if _rewrites(stage, log, latest):
         return stage.rewrite(change)
     return stage.write(change)
+
+
+def appends(stage: Stage, log: DeltaLog, latest: int) -> bool:
+    """Whether ``write`` appends the change as one batch: a trace's, but its rewrite."""
+    return isinstance(stage, TRACES) and not _rewrites(stage, log, latest)
+
+
+def _rewrites(stage: Stage, log: DeltaLog, latest: int) -> bool:
+    return isinstance(stage, TRACES) and batches_since_consolidated(log, stage.table, latest) >= (
+        EVERY - 1
+    )
 
 
 def appends_change(stage: Stage, statement: exp.Expression) -> bool:

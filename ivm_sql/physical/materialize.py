@@ -19,6 +19,13 @@ A change expected small that turns out to hold more than ``LOCAL_MOST`` rows (a 
 that fans a few changed rows out to many) is kept ``CACHED`` instead: it is then computed
 twice, which costs less than a huge plan. Over Spark Connect every change is ``CACHED``: the
 rows would have to cross into Python and back.
+
+A change that its stage's write appends as one batch of a trace, and that no stage above
+reads in the same refresh, is not kept at all (``INLINE``): the INSERT computes it, one
+statement where keeping it took two (a job that counts or collects it, then the append of
+what was kept). Its count then comes from the commit's metrics; an empty one appends no row
+in a commit that still carries the stage's record, as ``storage.delta_log.record_only``'s
+would.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from ivm_sql.physical.execution import session_settings
 from ivm_sql.sqlbuild import table, to_sql
 
 CHANGE_VIEW = "__ivm_change"
-CACHED, LOCAL = "cached", "local"
+CACHED, LOCAL, INLINE = "cached", "local", "inline"
 # The most rows a change is kept as local rows: their plan is sent with each task of the MERGE.
 LOCAL_MOST = 20_000
 # The MERGE of local rows reads its source as it is (``LOCAL``): Delta's copy is off.
@@ -47,8 +54,8 @@ class Change:
     """A materialized change: the query that reads it, how many rows it has, and the
     settings a statement reading it runs with."""
 
-    query: exp.Select
-    rows: int
+    query: exp.Query
+    rows: int | None  # None: not computed (``INLINE``), the statement that reads it computes it
     settings: tuple[tuple[str, str], ...] = ()
     # ``LOCAL``: the rows themselves, a DataFrame over rows in the driver's JVM, which stays
     # readable after the block (``SourceChanges.offer`` hands an appended batch up with it)
@@ -67,7 +74,7 @@ def materialized(
 ) -> Iterator[Change]:
     """Compute ``change`` once, ``way``; inside the block it is a temporary view.
     ``rows``: its row count, when it already reads from memory only (then it is as it is)."""
-    if rows is not None:
+    if rows is not None or way == INLINE:
         yield Change(change, rows)
         return
     frame = spark.sql(to_sql(change, pretty=False))
@@ -95,9 +102,12 @@ def materialized(
         frame.unpersist()
 
 
-def way_for(changed_rows: int) -> str:
+def way_for(changed_rows: int, appended_unread: bool = False) -> str:
     """How to keep the change of a stage whose inputs changed by ``changed_rows`` rows: a
-    stage's change is about as large as its inputs' (smaller after an aggregate)."""
+    stage's change is about as large as its inputs' (smaller after an aggregate).
+    ``appended_unread``: its write appends it as a batch that no stage reads next."""
+    if appended_unread:
+        return INLINE
     return LOCAL if changed_rows <= LOCAL_MOST else CACHED
 
 
@@ -120,5 +130,6 @@ def _view() -> exp.Select:
 def describe() -> str:
     return (
         "the change is computed once before its MERGE: a small one collected as rows the MERGE reads "
-        f"from its plan (up to {LOCAL_MOST:,} rows), a larger one cached in memory"
+        f"from its plan (up to {LOCAL_MOST:,} rows), a larger one cached in memory; a batch "
+        "appended to a trace that no stage above reads in the same refresh is computed by its INSERT"
     )

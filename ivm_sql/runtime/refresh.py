@@ -799,7 +799,8 @@ class Refresher:
         self, stage: Stage, own_version: int, decision: Decision
     ) -> tuple[dict[str, tuple[int, int]], DataFrame | None]:
         """One MERGE of the stage's change (``decision.change``; None: no source changed),
-        computed once; nothing when it is empty. ``own_version``: the stage table's latest
+        computed once; nothing when it is empty. A batch appended to a trace that no stage
+        above reads in this refresh is computed by its INSERT alone (``materialize.INLINE``). ``own_version``: the stage table's latest
         version, which the MERGE reads. Join terms and touched-keys recomputes read large
         inputs bounded by the change's keys (``physical.bounds``). Raises ``HistoryGone``
         when a file of a source's change data feed is missing (VACUUM removed it), and
@@ -826,16 +827,24 @@ class Refresher:
             small = changed_rows <= SMALL_CHANGE and self.sizes.is_small(
                 change, also=[(stage.table, own_version)]
             )
-            way = materialize.way_for(changed_rows)
+            way = materialize.way_for(
+                changed_rows,
+                appended_unread=stage.table not in self.read_above
+                and batches.appends(stage, self.log, own_version),
+            )
             with (
                 execution.for_small_data(self.spark, enabled=small),
                 self._solved(stage, change) as change,
                 self._settled(stage, change) as (change, rows),
                 materialize.materialized(self.spark, change, rows, way) as staged,
             ):
-                if staged.rows:
-                    merge_small = not small and execution.is_small_merge(
-                        staged.rows, self.sizes.bytes(stage.table, own_version)
+                if staged.rows is None or staged.rows:  # None: the write computes it
+                    merge_small = (
+                        not small
+                        and staged.rows is not None
+                        and execution.is_small_merge(
+                            staged.rows, self.sizes.bytes(stage.table, own_version)
+                        )
                     )
                     with (
                         execution.for_small_data(self.spark, enabled=merge_small),
