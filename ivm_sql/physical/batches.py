@@ -35,7 +35,8 @@ def write(stage: Stage, change: exp.Query, log: DeltaLog, latest: int) -> exp.Ex
 
 
 def appends(stage: Stage, log: DeltaLog, latest: int) -> bool:
-    """Whether ``write`` appends the change as one batch: a trace's, but its rewrite."""
+    """Whether ``write`` appends the change as one batch: a trace's, when its consolidating
+    rewrite is not due."""
     return isinstance(stage, TRACES) and not _rewrites(stage, log, latest)
 
 
