@@ -19,7 +19,7 @@ from ivm_sql.compiler.order import compile_views
 from ivm_sql.compiler.render import render
 from ivm_sql.locate import Location
 from ivm_sql.physical import one_statement
-from ivm_sql.physical.cost import COST_REASON, FORCED, HISTORY, Choice, CostModel
+from ivm_sql.physical.cost import ANALYTIC, COST_REASON, FORCED, HISTORY, Choice, CostModel
 from ivm_sql.project import Project
 from ivm_sql.runtime import log_events
 from ivm_sql.storage import refresh_log
@@ -57,13 +57,13 @@ CHANGES = [
 
 
 @contextlib.contextmanager
-def recomputed_by_choice(table: str | None) -> Iterator[None]:
+def recomputed_by_choice(table: str | None, decided_by: str = HISTORY) -> Iterator[None]:
     """Inside, the cost model chooses a recompute for the stage ``table`` and applies every
-    other stage's change (None: every stage's)."""
+    other stage's change (None: every stage's); ``decided_by``: which of its rules chose."""
 
     def choose(_model, stage: str, _changed, _count_rows) -> Choice:
         if stage == table:
-            return Choice(f"{COST_REASON}: the test's choice", HISTORY)
+            return Choice(f"{COST_REASON}: the test's choice", decided_by)
         return Choice(None, FORCED)
 
     with mock.patch.object(CostModel, "choose", choose):
@@ -78,14 +78,15 @@ def opened(spark, tmp_project: MakeProject, config: str = "") -> Project:
 
 
 def changed_and_refreshed(
-    project: Project, changes: list[str], chosen: str | None
+    project: Project, changes: list[str], chosen: str | None, decided_by: str = HISTORY
 ) -> tuple[dict[str, tuple[str, str]], dict[str, int], dict[str, int]]:
-    """Apply ``changes`` and refresh, a recompute chosen for the stage ``chosen``: what each
-    view did, and the stage tables' versions before and after."""
+    """Apply ``changes`` and refresh, a recompute chosen for the stage ``chosen`` (by the
+    rules ``decided_by`` names): what each view did, and the stage tables' versions before
+    and after."""
     before = latest_versions(project)
     for statement in changes:
         project.sql(statement)
-    with recomputed_by_choice(chosen):
+    with recomputed_by_choice(chosen, decided_by):
         done = actions(project.refresh())
     return done, before, latest_versions(project)
 
@@ -158,6 +159,108 @@ def test_a_recompute_chosen_for_the_stage_between_reads_the_lowest_from_its_tabl
     done, _, _ = changed_and_refreshed(project, CHANGES[1], None)
     assert done["top_countries"] == ("recomputed", one_statement.CAUGHT_UP), done
     assert_correct(project, SPECS, "caught up")
+
+
+def test_a_change_as_large_as_one_that_lost_is_recomputed_before_any_stage(
+    spark, tmp_project: MakeProject
+) -> None:
+    """The analytic rules find the middle stage's change dearer than a recompute: the lowest
+    stage was applied for nothing, and the view's table written in one statement, its record
+    keeping the rows changed. The next change at least half as large is decided before any
+    stage: the view's table is written from its whole SELECT and neither stage below is
+    written, whatever the rules would say of it (they are not asked). A change smaller than
+    half goes stage by stage again: the stages behind catch up over all three rounds."""
+    project = opened(spark, tmp_project)
+    (plan,) = project.plans(["top_countries"])
+    lowest, between, top = (stage.table.split(".")[-1] for stage in plan.stages)
+    project.refresh()
+
+    # round 1: 3 inserts and 1 update, the middle stage's recompute chosen by the rules
+    done, before, after = changed_and_refreshed(project, CHANGES[0], plan.stages[1].table, ANALYTIC)
+    assert done["top_countries"][1].endswith(one_statement.describe(1)), done
+    assert after[lowest] == before[lowest] + 1 and after[between] == before[between], after
+    record = project.delta_log().last_record(plan.table)[1]
+    assert record[one_statement.DECIDED_ON] == 4, record
+    assert_correct(project, SPECS, "round 1: the middle stage inlined")
+
+    # round 2: 2 deleted and 1 inserted, at least half of 4: decided before any stage
+    done, before, after = changed_and_refreshed(project, CHANGES[1], None)
+    action, reason = done["top_countries"]
+    assert action == "recomputed", done
+    assert reason.startswith(COST_REASON) and "chosen before its stages" in reason, done
+    assert reason.endswith(one_statement.describe(2)), done
+    assert (after[lowest], after[between]) == (before[lowest], before[between]), (before, after)
+    assert after[top] == before[top] + 1, (before, after)
+    record = project.delta_log().last_record(plan.table)[1]
+    assert record[one_statement.DECIDED_ON] == 4, "the rows it was first chosen for are kept"
+    assert_correct(project, SPECS, "round 2: decided before its stages")
+
+    # round 3: one row, under half of 4: stage by stage, every change applied
+    done, _, caught_up = changed_and_refreshed(
+        project, ["UPDATE orders SET qty = qty + 1 WHERE id = 1"], None
+    )
+    assert done["top_countries"] == ("recomputed", one_statement.CAUGHT_UP), done
+    assert caught_up[lowest] > after[lowest] and caught_up[between] > after[between], caught_up
+    assert_correct(project, SPECS, "round 3: caught up over three rounds")
+
+
+def test_a_change_as_large_as_one_that_lost_at_the_views_last_stage_is_recomputed_first(
+    spark, tmp_project: MakeProject
+) -> None:
+    """The rules find the change of the view's last stage dearer than its recompute, after
+    both stages below were applied: its record keeps the rows changed, and the next change
+    as large writes the view's table from its whole SELECT before any stage."""
+    project = opened(spark, tmp_project)
+    (plan,) = project.plans(["top_countries"])
+    lowest, between, _ = (stage.table.split(".")[-1] for stage in plan.stages)
+    project.refresh()
+    done, before, after = changed_and_refreshed(project, CHANGES[0], plan.table, ANALYTIC)
+    assert done["top_countries"] == ("recomputed", f"{COST_REASON}: the test's choice"), done
+    assert (after[lowest], after[between]) == (before[lowest] + 1, before[between] + 1), after
+    record = project.delta_log().last_record(plan.table)[1]
+    assert record[one_statement.DECIDED_ON] == 4, record
+    done, before, after = changed_and_refreshed(project, CHANGES[1], None)
+    assert done["top_countries"][1].endswith(one_statement.describe(2)), done
+    assert (after[lowest], after[between]) == (before[lowest], before[between]), (before, after)
+    assert_correct(project, SPECS, "decided before its stages")
+
+
+def test_a_way_a_stages_history_chose_is_not_taken_before_the_stages() -> None:
+    """``one_statement.early_reason``: only a record that keeps the rows a recompute in one
+    statement was chosen for, under the same definitions, with a change at least half as
+    large, and a view whose lowest stage can be read through its query."""
+    catalog = StaticCatalog(
+        {
+            "db.orders": [("id", "int"), ("customer_id", "int"), ("qty", "int")],
+            "db.customers": [("id", "int"), ("country", "string")],
+        }
+    )
+    (plan,) = compile_views(
+        [parse_view(TOP_COUNTRIES.create_statement(), Location("v.sql", 1))], catalog, "db"
+    )
+    defined = {stage.table: plan.fingerprint(stage) for stage in plan.stages}
+    lowest, between = plan.stages[0].table, plan.stages[1].table
+    record = {
+        one_statement.INLINED: {between: defined[between]},
+        one_statement.DECIDED_ON: 10,
+        "plan": defined[plan.table],
+    }
+
+    def reason(record=record, defined=defined, rows=5):
+        return one_statement.early_reason(record, defined, rows, plan.stages)
+
+    assert reason() is not None and reason(rows=50) is not None
+    assert reason(rows=4) is None, "under half of the rows it was chosen for"
+    assert reason(record={**record, one_statement.DECIDED_ON: None}) is None
+    assert reason(record={k: v for k, v in record.items() if k != one_statement.DECIDED_ON}) is None
+    assert reason(defined={**defined, between: "changed"}) is None
+    assert reason(defined={**defined, plan.table: "changed"}) is None
+    assert reason(record={**record, one_statement.INLINED: {}}) is not None, (
+        "the view's last stage recomputed by the rules, written through no stage"
+    )
+    assert reason(defined={**defined, lowest: "changed"}) is not None, (
+        "the lowest stage was not read through: its own record says what it is"
+    )
 
 
 def test_a_refresh_killed_after_writing_the_view_at_once_loses_and_doubles_nothing(

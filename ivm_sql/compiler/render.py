@@ -114,9 +114,19 @@ def _at_once_lines(plan: ViewPlan, stage: Stage, symbolic: dict[str, Versions]) 
         if behind == 1
         else f"stages {first + 1}-{first + behind} are read through their queries, not written, and catch up"
     )
+    early = (
+        [
+            "-- once the analytic rules have chosen such a recompute at any stage, a change at least "
+            f"{one_statement.EARLY_SHARE:.0%} as large (rows changed in the base tables) runs this "
+            "statement before any stage is refreshed:"
+        ]
+        if first == 0
+        else []
+    )
     return [
         "-- a recompute the cost model chooses here writes only the view's table, in one statement over what lies "
         f"below this stage; {kept} from the change data feeds when the view next changes:",
+        *early,
         to_sql(overwrite_table(plan.stages[-1], query)) + ";",
     ]
 

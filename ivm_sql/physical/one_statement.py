@@ -19,6 +19,18 @@ newer versions than their old ones, is recomputed from the caught-up stage below
 (``CAUGHT_UP``). While nothing the one statement read has moved, the view is up to date and
 the stages behind it wait, so a refresh with no change still runs nothing.
 
+A change that lost once is decided before the stages below are refreshed. When the view's
+table was last written by a recompute the analytic rules chose (in one statement, or as the
+view's last stage: its change found dearer than a recompute, after the stages below the one
+that lost had been refreshed for nothing; a choice of a stage's own history, which weighs
+its seconds, is left to that history to make anew) and this refresh's change
+is at least ``EARLY_SHARE`` as large (rows changed in the base tables below the view, from
+Delta's commit metrics: no Spark job), the view's table is written in one statement over its
+whole SELECT, from its lowest stage, before any stage is refreshed: what the view's CTAS
+costs, where going stage by stage pays each changed stage below and then the recompute
+anyway. Its record keeps the rows the recompute was first chosen for (``DECIDED_ON``), so a
+change that shrinks to less than that share goes stage by stage again and is weighed anew.
+
 Forced recomputes (a new or changed definition, ``--full``, a source recomputed or its
 history gone) still write every stage: those stages' records are not valid state to catch
 up from. A recursive stage is never inlined: its content is a loop, not one query.
@@ -34,6 +46,11 @@ from ivm_sql.physical.cost import COST_REASON, EXPLORE_REASON
 from ivm_sql.storage.refresh_log import AT_ONCE
 
 INLINED = "inlined"  # the record key: the stage tables a view's table was written through
+# the record key: the source rows changed when a recompute in one statement was last chosen
+# stage by stage (the change it was weighed against lost)
+DECIDED_ON = "decided_on"
+# a change at least this share of that one is taken to lose too, and decided before any stage
+EARLY_SHARE = 0.5
 CAUGHT_UP = "its stages below caught up after a recompute in one statement"
 
 
@@ -52,6 +69,35 @@ def inlinable(stages: Sequence[Stage], first: Stage) -> bool:
     return at < len(stages) - 1 and not any(isinstance(s, FixpointStage) for s in stages[at:])
 
 
+def early_reason(
+    record: Mapping, defined: Mapping[str, str], changed_rows: int, stages: Sequence[Stage]
+) -> str | None:
+    """Why the view is written in one statement from its lowest stage before any of its
+    ``stages`` is refreshed, or None: its table's ``record`` is a one-statement write chosen
+    for a change of ``DECIDED_ON`` rows under the definitions still ``defined`` (each stage
+    table's plan fingerprint, the view's table last), and this refresh's ``changed_rows``
+    are at least ``EARLY_SHARE`` of those."""
+    decided_on = record.get(DECIDED_ON)
+    if decided_on is None or not inlinable(stages, stages[0]) or not _same_plans(record, defined):
+        return None
+    if changed_rows < EARLY_SHARE * decided_on:
+        return None
+    return (
+        f"{COST_REASON}: its change lost to a recompute when {decided_on:,} source rows "
+        f"had changed, and {changed_rows:,} have now; chosen before its stages are refreshed"
+    )
+
+
+def _same_plans(record: Mapping, defined: Mapping[str, str]) -> bool:
+    """Whether the view's table's ``record`` was made under the definitions of the view's
+    stages as they are now (``defined``, the view's table last): its own, and those of the
+    stages a one-statement write read through."""
+    inlined = record.get(INLINED) or {}
+    return record.get("plan") == defined[list(defined)[-1]] and all(
+        defined.get(table) == fingerprint for table, fingerprint in inlined.items()
+    )
+
+
 def view_up_to_date(
     record: Mapping,
     defined: Mapping[str, str],
@@ -67,13 +113,9 @@ def view_up_to_date(
     same version (``current``: each table's version now; ``table_id``: its id), and the
     time it read at is ``now`` where a stage it covered reads the clock (``read_clock``:
     the tables of the stages that do)."""
-    inlined = record.get(INLINED) or {}
-    top = list(defined)[-1]
-    if not inlined or record.get("plan") != defined[top]:
+    if not record.get(INLINED) or not _same_plans(record, defined):
         return False
-    if any(defined.get(table) != fingerprint for table, fingerprint in inlined.items()):
-        return False
-    covered = {top, *inlined}
+    covered = {list(defined)[-1], *record[INLINED]}
     if not covered.isdisjoint(read_clock) and record.get("now") != now:
         return False
     ids = record.get("ids", {})

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from py4j.protocol import Py4JJavaError
@@ -45,9 +45,11 @@ from ivm_sql.physical import (
     one_statement,
     records,
 )
+from ivm_sql.physical.cascade import Above
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.cost import (
     ANALYTIC,
+    COST_REASON,
     FORCED,
     SMALL_CHANGE,
     CheaperToRecompute,
@@ -151,6 +153,9 @@ class Decision:
     change: exp.Query | None = None  # the change query, when the change is applied
     # what a recompute reads, where the scans rule weighs it (``physical.cost``): once per stage
     recompute_bytes: int | None = None
+    # a view written in one statement before its stages: the rows that way was first chosen
+    # for (``physical.one_statement``), which its record keeps
+    decided_on: int | None = None
 
 
 @dataclass(frozen=True)
@@ -170,12 +175,16 @@ class StageRecord:
     refresh: str | None = None
     # stage table -> fingerprint: the stages read through their queries (``one_statement``)
     inlined: dict[str, str] = field(default_factory=dict)
+    # the source rows changed when the analytic rules chose a recompute that writes the
+    # view's table, in one statement or as its last stage (``one_statement``)
+    decided_on: int | None = None
 
     def as_dict(self) -> dict:
         kept = {"ids": self.ids, "plan": self.plan, "sources": self.sources, "base": self.base}
         optional = {"now": self.now, "project": self.project, "refresh": self.refresh}
         if self.inlined:
             optional[one_statement.INLINED] = self.inlined
+        optional[one_statement.DECIDED_ON] = self.decided_on
         return {**kept, **{k: v for k, v in optional.items() if v is not None}}
 
     def is_in(self, committed: dict) -> bool:
@@ -505,6 +514,9 @@ class Refresher:
         if self._waits_for_view(plan, stage, state):
             return None
         decision = Decision(cost, reason)
+        if reason is None and stage is plan.stages[0]:
+            self._decide_before_stages(plan, decision, report)
+            reason = decision.reason
         if reason is None:
             decision.pins = history.read_pins(self.log, recorded, self.current, stage.sources)
             changed = self._changed_rows(decision.pins)
@@ -523,6 +535,41 @@ class Refresher:
         self.recomputes.refuse_strict(plan, decision.reason, own_tables)
         return decision
 
+    def _decide_before_stages(self, plan: ViewPlan, decision: Decision, report: ViewReport) -> None:
+        """Choose, as the view's lowest stage is reached, to write the view's table in one
+        statement before any stage is refreshed, when its last refresh found its change
+        dearer than that and this change is as large (``one_statement.early_reason``): the
+        reason, the rows counted into ``report``, and the rows the way was first chosen for,
+        into ``decision``. Only where the cost model chooses, and no INCREMENTAL STRICT view
+        above would fail."""
+        top = plan.stages[-1]
+        cost = decision.cost
+        if (
+            cost.recompute_above is None
+            or cost.above.get(plan.stages[0].table, Above(())).strict_view is not None
+        ):
+            return
+        record = self._newest_record(top)
+        if not record or record.get(one_statement.DECIDED_ON) is None or self._ahead(top, record):
+            return
+        changed = self._changed_base_rows(record)
+        reason = one_statement.early_reason(
+            record, {s.table: plan.fingerprint(s) for s in plan.stages}, changed, plan.stages
+        )
+        if reason is not None:
+            decision.reason, decision.choice = reason, Choice(reason, ANALYTIC)
+            decision.changed_rows = changed
+            decision.decided_on = record[one_statement.DECIDED_ON]
+            report.rows_in += changed
+
+    def _changed_base_rows(self, record: dict) -> int:
+        """Rows changed in the base tables below a view since the versions its table's
+        ``record`` reflects, from Delta's commit metrics."""
+        base = {t: v for t, v in record.get("base", {}).items() if t in self.current}
+        return sum(
+            self._changed_rows(history.read_pins(self.log, base, self.current, base)).values()
+        )
+
     def _execute(
         self,
         stage: Stage,
@@ -539,12 +586,14 @@ class Refresher:
         reason = decision.reason
         plan = self.plan_of[stage.table]
         if self._at_once(plan, stage, reason):
-            return self._write_view_at_once(plan, stage, reason, report)
+            return self._write_view_at_once(plan, stage, reason, report, decision)
         if reason is not None:
             with self.tally.phase("write"):  # part of the recompute (``_recompute``)
                 self._enable_change_feeds(stage.sources)
             self.recomputes.note(stage, reason)
         record = self._record(stage, fingerprint)
+        if self._lost_at_the_top(plan, stage, decision, reason) and state.exists:
+            record = replace(record, decided_on=self._changed_base_rows(state.record))
         before = state.latest if state.exists else -1
         loaded = None  # rows a recompute wrote: a property change may follow it as the last commit
         appended = None  # the rows of an appended batch a stage above reads next
@@ -564,8 +613,10 @@ class Refresher:
                         loaded = self._recompute(stage, state.exists, fingerprint)
                     except CheaperToRecompute as cheaper:  # nor here: what the change reads decided
                         reason = str(cheaper)
-                        if self._at_once(plan, stage, reason):
-                            raise  # out of this stage's commit: the view's table is written
+                        if self._at_once(plan, stage, reason) or self._lost_at_the_top(
+                            plan, stage, decision, reason
+                        ):
+                            raise  # out of this stage's commit, whose record changes
                         loaded = self._recompute(stage, state.exists, fingerprint)
                 if self.log.latest_version(stage.table) == before:
                     # The change consolidated to nothing and Delta committed nothing: record the
@@ -579,7 +630,10 @@ class Refresher:
                             lambda: delta_log.record_only(self.spark, stage.table), stage.table
                         )
         except CheaperToRecompute as cheaper:  # nothing of the stage was committed
-            return self._write_view_at_once(plan, stage, str(cheaper), report)
+            if self._at_once(plan, stage, str(cheaper)):
+                return self._write_view_at_once(plan, stage, str(cheaper), report, decision)
+            decision.reason = str(cheaper)  # the view's last stage: recomputed, as decided now
+            return self._execute(stage, fingerprint, state, decision, report, own_tables)
         last = self._landed(stage.table, before, record)
         if appended is not None and last.version == before + 1:  # that batch, and only it
             self.changes.offer(stage.table, last, appended)
@@ -663,6 +717,22 @@ class Refresher:
                 )
             return loaded
 
+    @staticmethod
+    def _lost_at_the_top(
+        plan: ViewPlan, stage: Stage, decision: Decision, reason: str | None
+    ) -> bool:
+        """Whether the analytic rules chose to recompute the view's last stage for
+        ``reason``, over stages below that its whole SELECT could have read through: its
+        record then keeps the rows changed, and a change as large is decided before any
+        stage (``one_statement.early_reason``)."""
+        return (
+            reason is not None
+            and reason.startswith(COST_REASON)
+            and decision.choice.decided_by == ANALYTIC
+            and stage is plan.stages[-1]
+            and one_statement.inlinable(plan.stages, plan.stages[0])
+        )
+
     def _at_once(self, plan: ViewPlan, stage: Stage, reason: str | None) -> bool:
         """Whether recomputing ``stage`` for ``reason`` writes the view's table in one
         statement instead (``physical.one_statement``): not when a refresh that pinned newer
@@ -674,11 +744,18 @@ class Refresher:
         return not (state.exists and self._ahead(plan.stages[-1], state.record))
 
     def _write_view_at_once(
-        self, plan: ViewPlan, first: Stage, reason: str, report: ViewReport
+        self,
+        plan: ViewPlan,
+        first: Stage,
+        reason: str,
+        report: ViewReport,
+        decision: Decision,
     ) -> str:
         """Write the view's table from its SELECT over what lies below ``first``, in one
-        compare-and-swap commit that records the tables that statement read and the stages
-        it read through their queries; those stages are left as they are, behind
+        compare-and-swap commit that records the tables that statement read, the stages it
+        read through their queries (those stages are left as they are, behind) and, where
+        the analytic rules chose this way, the source rows changed it was chosen for: those
+        since the view's last record, or those ``decision`` carries from an earlier choice
         (``physical.one_statement``). Returns the recompute's reason, as shown."""
         top = plan.stages[-1]
         written = plan.stages[plan.stages.index(first) :]
@@ -690,6 +767,10 @@ class Refresher:
         pins = {t: Versions.at(None, self.current[t]) for t in reads}
         query = plan.inlined_query(first, {**pins, CLOCK: clock_versions(None, self.now)})
         fingerprint = plan.fingerprint(top)
+        state = self._state_of(top)
+        decided_on = decision.decided_on
+        if decided_on is None and decision.choice.decided_by == ANALYTIC and state.exists:
+            decided_on = self._changed_base_rows(state.record)
         record = StageRecord(
             ids={t: self.log.table_id(t) for t in reads},
             plan=fingerprint,
@@ -699,8 +780,8 @@ class Refresher:
             project=self.project,
             refresh=self.recorder.refresh_id if self.recorder is not None else None,
             inlined=inlined,
+            decided_on=decided_on,
         )
-        state = self._state_of(top)
         self.recomputes.note(top, reason)
         before = state.latest if state.exists else -1
         txn_version = (state.record_version if state.record_version is not None else before) + 1
