@@ -810,8 +810,12 @@ def run_oracle(
     history that guesses (``guessing_history``): some stages recomputed, the others applied
     without the analytic rules, whatever they cost; a recompute below a view's table writes
     that table in one statement and leaves the stages between behind
-    (``physical.one_statement``). The third with every change applied: those stages catch
-    up over both rounds' changes, and their views' tables are recomputed from them.
+    (``physical.one_statement``), and a view whose table the analytic round wrote so (or
+    recomputed as its last stage) is written from its whole SELECT before any stage when
+    its change is as large, its lowest stage left behind too. The third with the cost model
+    off again, every change applied (a change as large would be decided before the stages
+    once more): those stages catch up over both rounds' changes, and their views' tables are
+    recomputed from them.
 
     The tables are small, so ivm runs their stages interpreted; the first refresh and the
     even rounds treat every table as large instead (``as_large``: compiled, and join terms
@@ -854,10 +858,11 @@ def run_oracle(
             apply_changes(project, moved)
             statements += moved
         cost_model, learned = round_ > rounds, round_ > rounds + 1
+        catching_up = round_ == rounds + 3
         if cost_model:
             project.config = dataclasses.replace(
                 project.config,
-                refresh=RefreshSettings(),
+                refresh=RefreshSettings(recompute_above=None) if catching_up else RefreshSettings(),
                 history=HistorySettings(learn=learned),
             )
         logged = round_ != unlogged
@@ -865,11 +870,12 @@ def run_oracle(
             project.config, history=dataclasses.replace(project.config.history, log=logged)
         )
         refresh_started = time.perf_counter()
-        catching_up = round_ == rounds + 3
         with as_large(round_ % 2 == 0), guessing_history(learned, recomputes=not catching_up):
             reports = project.refresh()
         mode = "large: compiled, pruned" if round_ % 2 == 0 else "small: interpreted"
         mode += "" if logged else ", no event log"
+        early = sum(one_statement.EARLY in r.reason for r in reports)
+        mode += f", {early} decided before their stages" if early else ""
         print(
             f"  seed {seed}, round {round_}: refresh {time.perf_counter() - refresh_started:.1f}s ({mode})",
             flush=True,

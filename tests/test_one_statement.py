@@ -187,7 +187,7 @@ def test_a_change_as_large_as_one_that_lost_is_recomputed_before_any_stage(
     done, before, after = changed_and_refreshed(project, CHANGES[1], None)
     action, reason = done["top_countries"]
     assert action == "recomputed", done
-    assert reason.startswith(COST_REASON) and "chosen before its stages" in reason, done
+    assert reason.startswith(COST_REASON) and one_statement.EARLY in reason, done
     assert reason.endswith(one_statement.describe(2)), done
     assert (after[lowest], after[between]) == (before[lowest], before[between]), (before, after)
     assert after[top] == before[top] + 1, (before, after)

@@ -51,6 +51,7 @@ INLINED = "inlined"  # the record key: the stage tables a view's table was writt
 DECIDED_ON = "decided_on"
 # a change at least this share of that one is taken to lose too, and decided before any stage
 EARLY_SHARE = 0.5
+EARLY = "chosen before its stages are refreshed"  # how the reason of such a write ends
 CAUGHT_UP = "its stages below caught up after a recompute in one statement"
 
 
@@ -84,7 +85,7 @@ def early_reason(
         return None
     return (
         f"{COST_REASON}: its change lost to a recompute when {decided_on:,} source rows "
-        f"had changed, and {changed_rows:,} have now; chosen before its stages are refreshed"
+        f"had changed, and {changed_rows:,} have now; {EARLY}"
     )
 
 
