@@ -146,7 +146,10 @@ def _classified(node: TopK, records: exp.Query, last: exp.Select) -> exp.Select:
 
 def _prefix(node: TopK, classified: exp.Query) -> exp.Query:
     """The table's content from classified rows: the kept ones consolidated, each with its
-    position, up to K; the marker row with the weight of all the others."""
+    position, up to K; the marker row with the weight of all the others. One pass: every
+    row past K folds into the marker in the same GROUP BY, since a second branch would run
+    whatever computes ``classified`` again (Spark inlines a ``WITH`` at each reference: a
+    view's whole SELECT, when it is written in one statement, ``physical.one_statement``)."""
     columns = [col(c) for c in node.columns]
     grouped = (
         exp.select(*columns, col(KEPT), alias(sum_of(col(WEIGHT)), WEIGHT))
@@ -172,22 +175,19 @@ def _prefix(node: TopK, classified: exp.Query) -> exp.Query:
         "q",
     )
     within = exp.and_(col(KEPT), exp.LT(this=col(BEFORE), expression=lit(capacity(node))))
-    kept = (
-        exp.select(*(c.copy() for c in columns), col(BEFORE), col(WEIGHT))
-        .from_(positioned)
-        .where(within)
-    )
-    after = (
+    # a kept row keeps its columns and position (never NULL), the others are all NULL: the
+    # marker's group, apart from every kept row's
+    names = (*node.columns, BEFORE)
+    keys = [exp.If(this=within.copy(), true=col(name), false=exp.Null()) for name in names]
+    return (
         exp.select(
-            *(alias(exp.Null(), c) for c in node.columns),
-            alias(exp.cast(exp.Null(), "BIGINT"), BEFORE),
+            *(alias(key, name) for key, name in zip(keys, names)),
             alias(sum_of(col(WEIGHT)), WEIGHT),
         )
-        .from_(positioned.copy())
-        .where(exp.not_(within.copy()))
+        .from_(positioned)
+        .group_by(*(key.copy() for key in keys))
         .having(exp.NEQ(this=sum_of(col(WEIGHT)), expression=lit(0)))
     )
-    return union_all([kept, after])
 
 
 def initial(node: TopK, contents: exp.Query) -> exp.Query:
