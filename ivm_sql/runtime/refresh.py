@@ -45,7 +45,6 @@ from ivm_sql.physical import (
     one_statement,
     records,
 )
-from ivm_sql.physical.cascade import Above
 from ivm_sql.physical.changes import SourceChanges
 from ivm_sql.physical.cost import (
     ANALYTIC,
@@ -543,13 +542,11 @@ class Refresher:
         into ``decision``. Only where the cost model chooses, and no INCREMENTAL STRICT view
         above would fail."""
         top = plan.stages[-1]
-        cost = decision.cost
-        if (
-            cost.recompute_above is None
-            or cost.above.get(plan.stages[0].table, Above(())).strict_view is not None
-        ):
+        above = decision.cost.above.get(plan.stages[0].table)
+        if decision.cost.recompute_above is None or (above and above.strict_view is not None):
             return
         record = self._newest_record(top)
+        # no decided_on, no early way: the rows changed are counted only where they decide
         if not record or record.get(one_statement.DECIDED_ON) is None or self._ahead(top, record):
             return
         changed = self._changed_base_rows(record)
