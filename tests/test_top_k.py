@@ -6,6 +6,7 @@ its first k rows."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,7 @@ from ivm_sql.compiler.plan import symbolic_pins
 from ivm_sql.compiler.render import render
 from ivm_sql.incremental import top_k
 from ivm_sql.incremental.stages import TopKStage
+from ivm_sql.incremental.versions import Versions
 from ivm_sql.project import Project
 from ivm_sql.sqlbuild import WEIGHT, parse_expression, to_sql
 
@@ -185,3 +187,40 @@ def test_rows_that_tie_at_the_limit_are_chosen_by_every_column(
         parse_expression("SELECT status, qty FROM orders ORDER BY qty LIMIT 2")
     )
     assert to_sql(tiebroken, pretty=False).endswith("ORDER BY qty, 1, 2 LIMIT 2")
+
+
+def _executed(project: Project, query) -> tuple[str, list]:
+    """Spark's executed plan of ``query``, and its rows."""
+    frame = project.spark.sql(to_sql(query))
+    rows = frame.collect()
+    return frame._jdf.queryExecution().executedPlan().toString(), rows
+
+
+def test_a_top_k_over_a_stage_reads_what_lies_below_once_in_one_statement(
+    spark, tmp_project: MakeProject
+) -> None:
+    """In the view's one statement (``physical.one_statement``), B and the classified rows
+    read the aggregate below through one shuffle of its rows, which Spark reuses: the
+    aggregate's final step (its groups' sums, ``g0`` its key) runs once, where without the
+    shuffle Spark reuses only the exchange below it and runs it twice. A top-k straight
+    over a base table reads the table twice instead of shuffling it."""
+    best = ViewSpec(
+        "best",
+        "SELECT customer_id, SUM(qty) AS total FROM orders GROUP BY customer_id "
+        "ORDER BY total DESC NULLS LAST, customer_id LIMIT 2",
+    )
+    project = open_project(spark, tmp_project, [best, TOP], setup=[ORDERS, SEED])
+    project.refresh()
+    (version,) = project.sql("DESCRIBE HISTORY orders LIMIT 1").rows[0][:1]
+    pins = {f"{project.database}.orders": Versions.at(None, version)}
+    grouped, listed = project.plans(["best", "top"])
+    assert [s.kind for s in grouped.stages] == ["aggregate", "top_k"]
+    executed, rows = _executed(project, grouped.inlined_query(grouped.stages[0], pins))
+    final_sums = re.findall(r"HashAggregate\(keys=\[g0#\d+\], functions=\[sum\(", executed)
+    assert len(final_sums) == 1, f"the aggregate below the top-k ran {len(final_sums)} times"
+    stored = project.sql(f"SELECT * FROM {grouped.stages[-1].table}").rows
+    assert sorted(map(tuple, rows), key=repr) == sorted(map(tuple, stored), key=repr)
+    (stage,) = listed.stages
+    executed, _ = _executed(project, stage.initial_query(pins))
+    scans = re.findall(r"FileScan \w+ [\w.]*orders\b", executed)
+    assert len(scans) == 2, "a top-k over a base table shuffled its rows to read them once"

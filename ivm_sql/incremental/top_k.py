@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ivm_sql.algebra.nodes import Scan, SortKey, TopK
+from ivm_sql.algebra.nodes import Node, Scan, Select, SortKey, TopK
 from ivm_sql.sqlbuild import (
+    INTERNAL_PREFIX,
     WEIGHT,
     alias,
     col,
@@ -192,7 +193,18 @@ def _prefix(node: TopK, classified: exp.Query) -> exp.Query:
 
 def initial(node: TopK, contents: exp.Query) -> exp.Query:
     """The content at the input's snapshot ``contents``: B is the K-th row of its first K
-    (each row weighs at least 1, so the prefix up to B holds at least K)."""
+    (each row weighs at least 1, so the prefix up to B holds at least K).
+
+    B and the classified rows both read ``contents``. Unless it is a base table read as it
+    is, its rows are shuffled once (``DISTRIBUTE BY``), so that Spark reuses that exchange
+    for the second read instead of running everything below it again: a join or an
+    aggregate, or, in one statement, the view's whole SELECT (``physical.one_statement``).
+    """
+    if not _reads_a_base_table(node.input):
+        contents = exp.select(*(col(c) for c in (*node.columns, WEIGHT))).from_(
+            subquery(contents, "x")
+        )
+        contents.set("distribute", exp.Distribute(expressions=[col(c) for c in node.columns]))
     first = (
         exp.select(*(col(c) for c in node.columns))
         .from_(subquery(contents, "i"))
@@ -200,6 +212,15 @@ def initial(node: TopK, contents: exp.Query) -> exp.Query:
         .limit(capacity(node))
     )
     return _prefix(node, _classified(node, contents.copy(), _last(node, first)))
+
+
+def _reads_a_base_table(node: Node) -> bool:
+    """Whether ``node`` only filters and projects one base table: reading that twice costs
+    less than shuffling its rows. A stage's table stands for its query, which a statement
+    over the whole view inlines."""
+    if isinstance(node, Select) and len(node.sources) == 1 and not node.laterals:
+        return _reads_a_base_table(node.sources[0][1])
+    return isinstance(node, Scan) and not node.table.split(".")[-1].startswith(INTERNAL_PREFIX)
 
 
 def _stored(table_name: str, node: TopK) -> exp.Select:
