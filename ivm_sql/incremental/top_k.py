@@ -216,8 +216,9 @@ def initial(node: TopK, contents: exp.Query) -> exp.Query:
 
 def _reads_a_base_table(node: Node) -> bool:
     """Whether ``node`` only filters and projects one base table: reading that twice costs
-    less than shuffling its rows. A stage's table stands for its query, which a statement
-    over the whole view inlines."""
+    less than shuffling its rows. A table ivm keeps is not one: a stage's stands for its
+    query, which a statement over the whole view inlines, and for another view's table the
+    shuffle costs about what a second read would."""
     if isinstance(node, Select) and len(node.sources) == 1 and not node.laterals:
         return _reads_a_base_table(node.sources[0][1])
     return isinstance(node, Scan) and not node.table.split(".")[-1].startswith(INTERNAL_PREFIX)
