@@ -12,6 +12,11 @@ WEIGHT = "__ivm_w"  # the weight (multiplicity) column of every Z-set we emit
 INTERNAL_PREFIX = "__ivm"
 
 
+def is_internal(table: str) -> bool:
+    """Whether ``table`` (``db.name`` or ``name``) is one ivm keeps: a stage's or a view's."""
+    return table.split(".")[-1].startswith(INTERNAL_PREFIX)
+
+
 def ident(name: str) -> exp.Identifier:
     return exp.to_identifier(name, quoted=True)
 

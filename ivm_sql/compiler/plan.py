@@ -27,6 +27,7 @@ from ivm_sql.sqlbuild import (
     col,
     consolidate,
     ident,
+    is_internal,
     lit,
     subquery,
     table,
@@ -115,14 +116,7 @@ class ViewPlan:
 
     @property
     def base_tables(self) -> tuple[str, ...]:
-        return tuple(
-            dict.fromkeys(
-                t
-                for s in self.stages
-                for t in s.sources
-                if not t.split(".")[-1].startswith(INTERNAL_PREFIX)
-            )
-        )
+        return tuple(dict.fromkeys(t for s in self.stages for t in s.sources if not is_internal(t)))
 
     def user_view(self) -> exp.Create:
         """CREATE VIEW <name>: the view's rows, each as often as it occurs, no internal columns."""

@@ -26,11 +26,11 @@ from sqlglot import exp
 
 from ivm_sql.algebra.nodes import Node, Scan, Select, SortKey, TopK
 from ivm_sql.sqlbuild import (
-    INTERNAL_PREFIX,
     WEIGHT,
     alias,
     col,
     consolidate,
+    is_internal,
     lit,
     subquery,
     sum_of,
@@ -221,7 +221,7 @@ def _reads_a_base_table(node: Node) -> bool:
     shuffle costs about what a second read would."""
     if isinstance(node, Select) and len(node.sources) == 1 and not node.laterals:
         return _reads_a_base_table(node.sources[0][1])
-    return isinstance(node, Scan) and not node.table.split(".")[-1].startswith(INTERNAL_PREFIX)
+    return isinstance(node, Scan) and not is_internal(node.table)
 
 
 def _stored(table_name: str, node: TopK) -> exp.Select:

@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from ivm_sql.errors import IvmError, RefreshError
 from ivm_sql.session import is_connect
-from ivm_sql.sqlbuild import INTERNAL_PREFIX, describe, to_sql
+from ivm_sql.sqlbuild import describe, is_internal, to_sql
 from ivm_sql.sqlbuild import table as table_node
 from ivm_sql.storage import concurrent
 
@@ -260,7 +260,7 @@ class DeltaLog:
         location = self._locations.get(table)
         if location is None:
             location = self._location(table)
-            if table.split(".")[-1].startswith(INTERNAL_PREFIX):
+            if is_internal(table):
                 self._locations[table] = location
         return location
 
