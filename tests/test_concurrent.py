@@ -22,7 +22,7 @@ from oracle import (
 
 from ivm_sql.project import Project
 from ivm_sql.runtime.refresh import ViewReport
-from ivm_sql.storage import delta_log
+from ivm_sql.storage import concurrent, delta_log
 
 MakeProject = Callable[[dict[str, str]], Path]
 
@@ -138,3 +138,30 @@ def test_a_refresh_commits_its_event_log_append_in_its_own_session(
     assert sessions, "the refresh committed nothing"
     shared = [s for s in sessions if getattr(s, "_spark", s) is project.spark]
     assert not shared, f"{len(shared)} of {len(sessions)} commits used the project's session"
+
+
+def test_a_refreshs_own_session_starts_as_its_parents_and_is_independent_from_then_on(
+    spark,
+) -> None:
+    """``own_session`` gives a refresh (or a worker) what its parent session has: a setting
+    made on it since the start, its current database, its temporary views; what either
+    sets afterwards stays its own."""
+    parent = spark.newSession()
+    parent.sql("CREATE DATABASE IF NOT EXISTS own_session_db")
+    parent.catalog.setCurrentDatabase("own_session_db")
+    parent.conf.set("spark.sql.cteRecursionLevelLimit", "123")
+    parent.range(3).createOrReplaceTempView("parents_view")
+    try:
+        own = concurrent.own_session(parent)
+        assert own is not parent
+        assert own.conf.get("spark.sql.cteRecursionLevelLimit") == "123"
+        assert own.catalog.currentDatabase() == "own_session_db"
+        assert own.sql("SELECT count(*) FROM parents_view").collect()[0][0] == 3
+        own.conf.set("spark.sql.cteRecursionLevelLimit", "7")
+        own.range(1).createOrReplaceTempView("owns_view")
+        parent.conf.set(delta_log.USER_METADATA, "the parent's")
+        assert parent.conf.get("spark.sql.cteRecursionLevelLimit") == "123"
+        assert not parent.catalog.tableExists("owns_view")
+        assert own.conf.get(delta_log.USER_METADATA, None) is None
+    finally:
+        parent.sql("DROP DATABASE own_session_db CASCADE")
