@@ -17,6 +17,9 @@ Spark session, rounds as ivm runs them against rounds with one choice undone (``
 - ``codegen``, ``adaptive``, ``partitions``: the small-data settings a tiny change runs with
   (``physical.execution.SMALL_DATA_SETTINGS``): interpreted, no adaptive re-planning, one
   shuffle partition; undone, that one is left at the session's own value.
+- ``cloned``: a refresh's session, and each worker's, is Spark's copy of the session it
+  comes from, made in one call (``storage.concurrent.own_session``); undone, a new session
+  with each setting of that one copied over, two calls to the JVM per setting.
 - ``pools``: each view refreshed beside another runs its jobs in a FAIR scheduler pool of its
   own (``runtime.workers.worker_session``); undone, every view's jobs queue in Spark's default
   pool, first come first served, as under Spark's FIFO scheduler.
@@ -35,13 +38,15 @@ import argparse
 import shutil
 import statistics
 import tempfile
+import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from unittest import mock
 
 from ivm_sql import Project
+from ivm_sql import project as project_module
 from ivm_sql.physical import execution, materialize
 from ivm_sql.physical.snapshot_state import SnapshotStates
 from ivm_sql.runtime import refresh as refresh_module
@@ -56,7 +61,7 @@ SETTING_OF = {
     "adaptive": ("spark.sql.adaptive.enabled",),
     "partitions": ("spark.sql.shuffle.partitions",),
 }
-CHOICES = ("warm-state", "state-beside", "pools", "inline", *SETTING_OF)
+CHOICES = ("warm-state", "state-beside", "cloned", "pools", "inline", *SETTING_OF)
 KEPT_WAY = materialize.way_for
 
 
@@ -81,6 +86,23 @@ def kept_first(changed_rows: int, appended_unread: bool = False) -> str:
     return KEPT_WAY(changed_rows)
 
 
+def settings_copied(spark):
+    """``own_session`` as it was before it cloned: a new session, each setting of ``spark``
+    that differs copied over one by one, and its current database."""
+    session = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if spark.conf.isModifiable(key) and session.conf.get(key, None) != value:
+            session.conf.set(key, value)
+    session.catalog.setCurrentDatabase(spark.catalog.currentDatabase())
+    return session
+
+
+def copied_pool(spark):
+    """``workers.worker_session`` with ``settings_copied`` for ``own_session``."""
+    spark.sparkContext.setLocalProperty(workers.POOL, threading.current_thread().name)
+    return settings_copied(spark)
+
+
 def no_states_beside(spark, tables) -> SnapshotStates:
     """``SnapshotStates`` undone: asked for none."""
     return SnapshotStates(spark, ())
@@ -100,6 +122,14 @@ def refresh_round(
     return elapsed, sum(report.jobs or 0 for report in reports)
 
 
+@contextmanager
+def _all_patched(*patches: AbstractContextManager) -> Iterator[None]:
+    with ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        yield
+
+
 def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: float) -> None:
     def compute_states() -> None:
         for table in project.written_versions:
@@ -111,6 +141,14 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
         undone = (lambda: None, nullcontext)
     elif choice == "inline":
         undone = (compute_states, lambda: mock.patch.object(materialize, "way_for", kept_first))
+    elif choice == "cloned":
+        undone = (
+            compute_states,
+            lambda: _all_patched(
+                mock.patch.object(workers, "worker_session", copied_pool),
+                mock.patch.object(project_module.concurrent, "own_session", settings_copied),
+            ),
+        )
     elif choice == "pools":
         undone = (compute_states, lambda: mock.patch.object(workers, "worker_session", one_pool))
     elif choice == "state-beside":  # as outside the server: nothing between commands
