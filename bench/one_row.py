@@ -38,19 +38,18 @@ import argparse
 import shutil
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from unittest import mock
 
 from ivm_sql import Project
-from ivm_sql import project as project_module
 from ivm_sql.physical import execution, materialize
 from ivm_sql.physical.snapshot_state import SnapshotStates
 from ivm_sql.runtime import refresh as refresh_module
 from ivm_sql.runtime import workers
+from ivm_sql.storage import concurrent
 from ivm_sql.storage.concurrent import own_session
 from ivm_sql.storage.delta_log import compute_state
 
@@ -97,10 +96,15 @@ def settings_copied(spark):
     return session
 
 
-def copied_pool(spark):
-    """``workers.worker_session`` with ``settings_copied`` for ``own_session``."""
-    spark.sparkContext.setLocalProperty(workers.POOL, threading.current_thread().name)
-    return settings_copied(spark)
+@contextmanager
+def old_sessions() -> Iterator[None]:
+    """``settings_copied`` for ``own_session``, where the refresh's session and each
+    worker's are made."""
+    with (
+        mock.patch.object(workers, "own_session", settings_copied),
+        mock.patch.object(concurrent, "own_session", settings_copied),
+    ):
+        yield
 
 
 def no_states_beside(spark, tables) -> SnapshotStates:
@@ -122,14 +126,6 @@ def refresh_round(
     return elapsed, sum(report.jobs or 0 for report in reports)
 
 
-@contextmanager
-def _all_patched(*patches: AbstractContextManager) -> Iterator[None]:
-    with ExitStack() as stack:
-        for patch in patches:
-            stack.enter_context(patch)
-        yield
-
-
 def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: float) -> None:
     def compute_states() -> None:
         for table in project.written_versions:
@@ -142,13 +138,7 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
     elif choice == "inline":
         undone = (compute_states, lambda: mock.patch.object(materialize, "way_for", kept_first))
     elif choice == "cloned":
-        undone = (
-            compute_states,
-            lambda: _all_patched(
-                mock.patch.object(workers, "worker_session", copied_pool),
-                mock.patch.object(project_module.concurrent, "own_session", settings_copied),
-            ),
-        )
+        undone = (compute_states, old_sessions)
     elif choice == "pools":
         undone = (compute_states, lambda: mock.patch.object(workers, "worker_session", one_pool))
     elif choice == "state-beside":  # as outside the server: nothing between commands
