@@ -24,6 +24,11 @@ Spark session, rounds as ivm runs them against rounds with one choice undone (``
   own (``runtime.workers.worker_session``); undone, every view's jobs queue in Spark's default
   pool, first come first served, as under Spark's FIFO scheduler.
 
+``--jobs`` then runs one more round ivm's way with Spark's UI on and lists that refresh's
+Spark jobs in order: when each started and how long it ran, where Spark says it was called
+from, and the description ivm gives it (the stage it refreshes); the gaps between them are
+planning, commits and Python.
+
 The demo project is copied to a temporary folder, migrated and refreshed. Each round changes
 one order, waits ``--pause`` seconds and times the refresh; rounds alternate between ivm's way
 and the choice undone. The first ``--warm-up`` rounds are left out (the JIT warms); the
@@ -35,14 +40,19 @@ medians of the rest are printed, with the Spark jobs the refreshes ran.
 from __future__ import annotations
 
 import argparse
+import calendar
+import json
 import shutil
 import statistics
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from unittest import mock
+
+import yaml
 
 from ivm_sql import Project
 from ivm_sql.physical import execution, materialize
@@ -62,6 +72,7 @@ SETTING_OF = {
 }
 CHOICES = ("warm-state", "state-beside", "cloned", "pools", "inline", *SETTING_OF)
 KEPT_WAY = materialize.way_for
+UI_PORT = 4077
 
 
 def without_setting(name: str) -> AbstractContextManager:
@@ -165,6 +176,52 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
     )
 
 
+def spark_jobs(spark) -> list[dict]:
+    """Every job of the application so far, from Spark UI's REST API, oldest first."""
+    address = (
+        f"http://127.0.0.1:{UI_PORT}/api/v1/applications/{spark.sparkContext.applicationId}/jobs"
+    )
+    with urllib.request.urlopen(address) as answer:
+        return sorted(json.load(answer), key=lambda job: job["jobId"])
+
+
+def list_jobs(project: Project) -> None:
+    """One more round ivm's way, and each Spark job of its refresh: start, run time, call site,
+    description."""
+    project.sql(ONE_ORDER)
+    for table in project.written_versions:  # as the server does between commands
+        compute_state(project.spark, table)
+    time.sleep(1.0)  # the UI learns of a job's end from Spark's listener bus, a moment later
+    seen = {job["jobId"] for job in spark_jobs(project.spark)}
+    started = time.time()  # an epoch's seconds, as the UI's times are
+    project.refresh()
+    seconds = time.time() - started
+    time.sleep(1.0)
+    jobs = [job for job in spark_jobs(project.spark) if job["jobId"] not in seen]
+    print(
+        f"the round's refresh: {seconds:.2f} s, {len(jobs)} jobs (start, from the refresh's, and run time in s)"
+    )
+    times = [(moment(job["submissionTime"]), moment(job["completionTime"])) for job in jobs]
+    for job, (began, ended) in zip(jobs, times, strict=True):
+        print(
+            f"  {began - started:6.2f} {ended - began:5.2f}  "
+            f"{job['name'][:60]:<60}  {job.get('description') or ''}"
+        )
+
+
+def moment(stamp: str) -> float:
+    """Seconds of a Spark UI time, ``2026-12-02T21:14:40.807GMT``, to the millisecond."""
+    whole = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
+    return whole + int(stamp[20:23]) / 1000
+
+
+def with_ui(root: Path) -> None:
+    """The copied ivm.yaml with Spark's UI on, on a known port, for ``--jobs``."""
+    settings = yaml.safe_load((root / "ivm.yaml").read_text())
+    settings["spark"]["conf"].update({"spark.ui.enabled": "true", "spark.ui.port": str(UI_PORT)})
+    (root / "ivm.yaml").write_text(yaml.safe_dump(settings))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -181,13 +238,18 @@ def main() -> None:
     parser.add_argument(
         "--pause", type=float, default=1.0, help="seconds between the change and the refresh"
     )
+    parser.add_argument(
+        "--jobs", action="store_true", help="then list each Spark job of one more round"
+    )
     args = parser.parse_args()
-    choices = args.compare.split(",")
+    choices = [choice for choice in args.compare.split(",") if choice]
     if unknown := set(choices) - set(CHOICES):
         parser.error(f"unknown {', '.join(sorted(unknown))}; the choices are {', '.join(CHOICES)}")
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         shutil.copy(REPO / "ivm.yaml", root)
+        if args.jobs:
+            with_ui(root)
         for name in ("views", "migrations"):
             shutil.copytree(REPO / name, root / name)
         project = Project.open(root)
@@ -195,6 +257,8 @@ def main() -> None:
         project.refresh()
         for choice in choices:
             compare(project, choice, args.rounds, args.warm_up, args.pause)
+        if args.jobs:
+            list_jobs(project)
         project.spark.stop()  # before the folder goes: Spark holds the metastore in it
 
 
