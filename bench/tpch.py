@@ -9,7 +9,9 @@ RF2: old orders and their lineitems deleted), and times, in the same Spark sessi
   - `refresh()`: the incremental refresh of every view (per view and in total), with the
     stages each view changed and the statements and Spark jobs they ran (``runtime.tally``),
     and their average per changed stage; --workers sets how many views refresh at once,
-    and --session plain refreshes in a plain Delta session of the user's (Project.open(spark=...));
+    --recompute-above never applies every change (the cost model off), so the incremental way
+    is timed against the same round's CTAS, and --session plain refreshes in a plain Delta
+    session of the user's (Project.open(spark=...));
   - a second `refresh()` with nothing changed;
   - `refresh(full=True)`: every view recomputed from scratch;
   - `CREATE OR REPLACE TABLE ... AS <select>` of each view's SELECT (CTAS).
@@ -304,6 +306,7 @@ def create_project(
     conf: dict[str, str],
     workers: int | None = None,
     session: str = "ivm",
+    recompute_above: float | str | None = None,
 ) -> Project:
     (root / "migrations").mkdir(parents=True)
     (root / "views").mkdir()
@@ -311,8 +314,9 @@ def create_project(
     for name in queries:
         shutil.copy(TPCH / "queries" / f"{name}.sql", root / "views" / f"{name}.sql")
     config = {"database": DATABASE, "spark": {"conf": {"spark.driver.memory": "6g", **conf}}}
-    if workers is not None:
-        config["refresh"] = {"workers": workers}
+    refresh_settings = {"workers": workers, "recompute_above": recompute_above}
+    if any(value is not None for value in refresh_settings.values()):
+        config["refresh"] = {k: v for k, v in refresh_settings.items() if v is not None}
     (root / "ivm.yaml").write_text(yaml.safe_dump(config))
     if session == "plain":
         return Project.open(root, spark=plain_session(root, config["spark"]["conf"]))
@@ -600,7 +604,9 @@ def machine(project: Project) -> dict[str, object]:
 
 def benchmark(root: Path, args: argparse.Namespace) -> Run:
     parquet, generated = tpch_parquet(args.sf)
-    project = create_project(root, args.queries, dict(args.conf), args.workers, args.session)
+    project = create_project(
+        root, args.queries, dict(args.conf), args.workers, args.session, args.recompute_above
+    )
     if args.server:  # before the project's first statement: it connects to the server
         log(f"project in {root}; starting its server")
         ivm_command(project, "server", "start")
@@ -974,6 +980,13 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a Spark setting for the project's ivm.yaml (repeatable)",
+    )
+    parser.add_argument(
+        "--recompute-above",
+        type=lambda text: text if text == "never" else float(text),
+        metavar="SHARE|never",
+        help="ivm.yaml refresh.recompute_above: the cost model's threshold; never applies every "
+        "change, so the incremental way is timed against the same round's CTAS",
     )
     parser.add_argument(
         "--workers",
