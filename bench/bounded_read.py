@@ -7,7 +7,9 @@ on by default): Parquet's column index keeps each page's least and greatest valu
 file sorted by the key only the pages that overlap the keys are read.
 
 This loads TPC-H's ``lineitem`` (the Parquet files ``bench/tpch.py`` caches) into a Delta
-table as ivm's benchmark does, in key order, and times one aggregate over four reads of it,
+table in key order (as dbgen writes it, and as ``bench/tpch.py``'s load keeps it; sorted here
+so the layout does not depend on how Spark splits the files), and times one aggregate over
+four reads of it,
 in turns, after a warm-up round:
 
 - ``whole``: every row;
