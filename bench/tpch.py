@@ -314,9 +314,9 @@ def create_project(
     for name in queries:
         shutil.copy(TPCH / "queries" / f"{name}.sql", root / "views" / f"{name}.sql")
     config = {"database": DATABASE, "spark": {"conf": {"spark.driver.memory": "6g", **conf}}}
-    refresh_settings = {"workers": workers, "recompute_above": recompute_above}
-    if any(value is not None for value in refresh_settings.values()):
-        config["refresh"] = {k: v for k, v in refresh_settings.items() if v is not None}
+    refresh = {"workers": workers, "recompute_above": recompute_above}
+    if refresh := {key: value for key, value in refresh.items() if value is not None}:
+        config["refresh"] = refresh
     (root / "ivm.yaml").write_text(yaml.safe_dump(config))
     if session == "plain":
         return Project.open(root, spark=plain_session(root, config["spark"]["conf"]))
@@ -599,6 +599,7 @@ def machine(project: Project) -> dict[str, object]:
         "duckdb": duckdb.__version__,
         "load_average_start": os.getloadavg()[0],
         "workers": project.refresh_workers,
+        "recompute_above": project.config.refresh.recompute_above,
     }
 
 
@@ -833,7 +834,8 @@ def preamble(run: Run) -> list[str]:
         f"machine: {m['cpus']} CPUs, {m['ram_gib']} GiB RAM, {m['platform']}; Python {m['python']}, "
         f"Spark {m['spark']}, Delta {m['delta']}, DuckDB {m['duckdb']}; "
         f"load average {m['load_average_start']:.2f} at start, {m['load_average_end']:.2f} at end; "
-        f"refresh workers: {m.get('workers', 1)}; session: "
+        f"refresh workers: {m.get('workers', 1)}; "
+        f"recompute_above: {m.get('recompute_above', 0.1) or 'never'}; session: "
         + ("a plain Delta session of the user's" if m.get("session") == "plain" else "ivm's own"),
         f"load (8 INSERTs from Parquet): {run.load_seconds:.1f}s; "
         f"first refresh (creates the {len(run.queries)} views): {run.first_refresh.seconds:.1f}s",
