@@ -386,10 +386,28 @@ def test_keys_read_straight_from_a_feed_take_its_values_once_per_refresh(spark) 
     renamed = _source(
         "SELECT c.k AS p0 FROM global_temp.__ivm_changes_kv1 AS c WHERE c.__ivm_w > 0"
     )
-    first, jobs = _jobs(spark, lambda: values.of(small, ["k"]))
+    first, jobs = _jobs(spark, lambda: values.of([(small, ["k"])])[0])
     assert first["k"] == (3, [3, 5, 9], 3, 9, False) and jobs == 1
-    second, jobs = _jobs(spark, lambda: values.of(renamed, ["p0"]))
+    second, jobs = _jobs(spark, lambda: values.of([(renamed, ["p0"])])[0])
     assert second["p0"] == first["k"] and jobs == 0
+
+
+def test_the_columns_several_changes_ask_of_one_feed_are_fetched_by_one_job(spark) -> None:
+    """Q03's change binds ``customer`` by the changed orders' customer keys and ``lineitem``
+    by their order keys, and another term's change binds by the same feed's order keys: one
+    job reads both columns of the feed, and each change gets its own columns' values."""
+    spark.sql(
+        "SELECT * FROM VALUES (3, 30, 1), (5, 50, -1), (9, NULL, 1) AS c(k, j, __ivm_w)"
+    ).createOrReplaceGlobalTempView("__ivm_changes_kv6")
+    both = _source("SELECT c.k, c.j FROM global_temp.__ivm_changes_kv6 AS c")
+    keys_only = _source("SELECT c.k AS p FROM global_temp.__ivm_changes_kv6 AS c WHERE c.j > 0")
+    values = bounds.KeyValues(spark)
+    (first, second), jobs = _jobs(
+        spark, lambda: values.of([(both, ["j", "k"]), (keys_only, ["p"])])
+    )
+    assert jobs == 1
+    assert first == {"k": (3, [3, 5, 9], 3, 9, False), "j": (2, [30, 50], 30, 50, True)}
+    assert second == {"p": first["k"]}
 
 
 def test_keys_a_join_binds_to_a_feed_take_its_values_without_reading_the_table(
@@ -402,7 +420,7 @@ def test_keys_a_join_binds_to_a_feed_take_its_values_without_reading_the_table(
         f"SELECT DISTINCT b.k AS t FROM {big_table} AS b "
         "JOIN global_temp.__ivm_changes_kv5 AS c ON b.k = c.k"
     )
-    values, jobs = _jobs(spark, lambda: bounds.KeyValues(spark).of(touched, ["t"]))
+    values, jobs = _jobs(spark, lambda: bounds.KeyValues(spark).of([(touched, ["t"])])[0])
     assert values["t"] == (3, [3, 1500, 20000], 3, 20000, False) and jobs == 1
     # null-safely equal: a NULL of the table would match a NULL of the feed, not followed
     null_safe = _source(
@@ -419,7 +437,7 @@ def test_a_key_an_outer_join_may_turn_null_takes_the_changes_own_values(spark) -
     change = _source(
         "SELECT x.k FROM (SELECT 1 AS j) AS d LEFT JOIN global_temp.__ivm_changes_kv2 AS x ON d.j = x.k"
     )
-    distinct, _, _, _, has_null = bounds.KeyValues(spark).of(change, ["k"])["k"]
+    distinct, _, _, _, has_null = bounds.KeyValues(spark).of([(change, ["k"])])[0]["k"]
     assert (distinct, has_null) == (0, True)
 
 
@@ -433,7 +451,9 @@ def test_a_key_computed_in_one_branch_of_a_union_takes_the_changes_own_values(sp
     union = _source(
         "SELECT o.k + 1 AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c"
     )
-    distinct, listed, least, greatest, has_null = bounds.KeyValues(spark).of(union, ["t"])["t"]
+    distinct, listed, least, greatest, has_null = bounds.KeyValues(spark).of([(union, ["t"])])[0][
+        "t"
+    ]
     assert (distinct, listed, least, greatest, has_null) == (3, [3, 6, 40], 3, 40, False)
     plain = _source(
         "SELECT o.k AS t FROM global_temp.__ivm_changes_kv3 AS o UNION ALL SELECT c.k AS t FROM global_temp.__ivm_changes_kv4 AS c"

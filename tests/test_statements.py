@@ -164,6 +164,31 @@ def test_a_small_change_kept_as_rows_runs_fewer_jobs_than_one_cached(
     assert not failures, failures
 
 
+TOP_EVENTS = ViewSpec("top_events", "SELECT k, v FROM events ORDER BY v DESC, k LIMIT 3")
+
+
+def test_a_top_ks_small_change_is_kept_as_rows_not_cached_before_its_merge(
+    spark, tmp_project: MakeProject, monkeypatch
+) -> None:
+    """A top-k's change reads its own table's candidates (``runtime.flagged``). Cached, the
+    MERGE into that table has Spark plan the cached change again (Delta's ``recacheByPlan``,
+    a file listing per scan of the stage's table) and Delta copies the cached source; kept as
+    rows, neither: fewer jobs for the same statements and the same rows."""
+    project = open_project(spark, tmp_project, 10, (TOP_EVENTS,))
+    project.refresh()
+    project.sql("INSERT INTO events VALUES (1, 100)")
+    with monkeypatch.context() as patched:
+        patched.setattr(materialize, "LOCAL_MOST", 0)  # every change is kept cached
+        (cached,) = project.refresh()
+    project.sql("INSERT INTO events VALUES (2, 200)")
+    (local,) = project.refresh()
+    assert cached.action == local.action == "incremental"
+    assert cached.statements == local.statements
+    assert local.jobs < cached.jobs, (local.jobs, cached.jobs)
+    failures = compare_views(spark, project.database, [TOP_EVENTS], "after both")
+    assert not failures, failures
+
+
 def no_states_beside(spark, tables) -> SnapshotStates:
     """``SnapshotStates`` undone: asked for none."""
     return SnapshotStates(spark, ())

@@ -158,10 +158,12 @@ def bounded(
     for bound in _large_bounds(query, table_bytes):
         change = _sources(bound.term)[bound.change_alias]
         by_change.setdefault(to_sql(change, pretty=False), []).append(bound)
-    for group in by_change.values():
-        known = values.of(
-            _sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group})
-        )
+    groups = list(by_change.values())
+    wanted = [
+        (_sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group}))
+        for group in groups
+    ]
+    for group, known in zip(groups, values.of(wanted), strict=True):
         for bound in group:
             *key_values, has_null = known[bound.key]
             target = col(bound.column, bound.table_alias)
@@ -216,8 +218,9 @@ class KeyValues:
     A key read straight from a kept change data feed (through renames, filters, inner and
     semi joins, aggregates and UNION ALL: operators that only drop rows or pass the column
     on) takes all the values of that feed's column: a superset of the change's own, so the
-    bound still holds for every row that can join, and one job per feed column serves every
-    stage that reads it (TPC-H's 22 views bound their reads by a few order and customer keys).
+    bound still holds for every row that can join, and one job per feed, for the columns a
+    change asks of it, serves every stage that reads them (TPC-H's 22 views bound their
+    reads by a few order and customer keys).
     A key that an outer join or a grouping set may turn NULL, or that is computed, takes the
     change's own values, one job per change."""
 
@@ -227,26 +230,47 @@ class KeyValues:
         # worker threads (``runtime.workers``) fetch a feed's values once
         self._lock = threading.Lock()
 
-    def of(self, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
-        """Per key: (distinct values, them sorted when at most SPLIT_AT_MOST, least, greatest,
-        whether it holds a NULL)."""
-        found, own = {}, []
-        for key in keys:
-            feeds = _covering_feeds(change, key)
-            if feeds and not any(isinstance(table.this, exp.Anonymous) for table, _ in feeds):
-                found[key] = _merged([self._of_feed(table.name, column) for table, column in feeds])
-            else:
-                own.append(key)
-        if own:
-            found.update(_values(self.spark, change, own))
+    def of(self, wanted: list[tuple[exp.Expression, list[str]]]) -> list[dict[str, tuple]]:
+        """Per (change, its keys) of ``wanted``, per key: (distinct values, them sorted when at
+        most SPLIT_AT_MOST, least, greatest, whether it holds a NULL). The feeds' values that
+        any of them needs are fetched together."""
+        fed: list[dict[str, list[tuple[str, str]]]] = []  # per change: key -> (feed, column)s
+        own: list[list[str]] = []  # per change: the keys read from the change itself
+        for change, keys in wanted:
+            fed.append({})
+            own.append([])
+            for key in keys:
+                feeds = _covering_feeds(change, key)
+                if feeds and not any(isinstance(t.this, exp.Anonymous) for t, _ in feeds):
+                    fed[-1][key] = [(table.name, column) for table, column in feeds]
+                else:
+                    own[-1].append(key)
+        of_feeds = self._of_feed_columns(
+            [pair for covered in fed for pairs in covered.values() for pair in pairs]
+        )
+        found = []
+        for (change, _), covered, keys in zip(wanted, fed, own, strict=True):
+            found.append(
+                {key: _merged([of_feeds[p] for p in pairs]) for key, pairs in covered.items()}
+            )
+            if keys:
+                found[-1].update(_values(self.spark, change, keys))
         return found
 
-    def _of_feed(self, view: str, column: str) -> tuple:
+    def _of_feed_columns(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], tuple]:
+        """The values of each (feed view, column) of ``pairs``: those not fetched yet in one
+        job per feed, all its columns at once (Q03's change binds ``customer`` by the changed
+        orders' ``o_custkey``, and ``lineitem`` by their ``o_orderkey``: one job for both)."""
         with self._lock:
-            if (view, column) not in self._of_feeds:
+            missing: dict[str, list[str]] = {}
+            for view, column in pairs:
+                if (view, column) not in self._of_feeds and column not in missing.get(view, []):
+                    missing.setdefault(view, []).append(column)
+            for view, columns in missing.items():
                 kept = exp.Table(this=exp.to_identifier(view), db=exp.to_identifier(GLOBAL_TEMP))
-                self._of_feeds[(view, column)] = _values(self.spark, kept, [column])[column]
-            return self._of_feeds[(view, column)]
+                for column, values in _values(self.spark, kept, columns).items():
+                    self._of_feeds[(view, column)] = values
+            return {pair: self._of_feeds[pair] for pair in pairs}
 
 
 def _covering_feeds(source: exp.Expression, column: str) -> list[tuple[exp.Table, str]] | None:

@@ -70,26 +70,28 @@ class Change:
 
 @contextmanager
 def materialized(
-    spark, change: exp.Query, rows: int | None = None, way: str = CACHED
+    spark,
+    change: exp.Query,
+    rows: int | None = None,
+    way: str = CACHED,
+    settings: tuple[tuple[str, str], ...] = (),
 ) -> Iterator[Change]:
     """Compute ``change`` once, ``way``; inside the block it is a temporary view.
-    ``rows``: its row count, when it already reads from memory only (then it is as it is)."""
+    ``rows``: its row count, when it already reads from memory only (then it is as it is,
+    read with ``settings``)."""
     if rows is not None or way == INLINE:
-        yield Change(change, rows)
+        yield Change(change, rows, settings)
         return
     frame = spark.sql(to_sql(change, pretty=False))
-    if way == LOCAL and hasattr(
-        spark, "_jsparkSession"
-    ):  # rows kept in the JVM: not over Spark Connect
-        local = _local_rows(spark, frame)
-        if local is not None:
-            kept, rows = local
-            kept.createOrReplaceTempView(CHANGE_VIEW)
-            try:
-                yield Change(_view(), rows, tuple(LOCAL_MERGE_SETTINGS.items()), kept)
-            finally:
-                spark.catalog.dropTempView(CHANGE_VIEW)
-            return
+    local = kept_local(spark, frame) if way == LOCAL else None
+    if local is not None:
+        kept, rows = local
+        kept.createOrReplaceTempView(CHANGE_VIEW)
+        try:
+            yield Change(_view(), rows, tuple(LOCAL_MERGE_SETTINGS.items()), kept)
+        finally:
+            spark.catalog.dropTempView(CHANGE_VIEW)
+        return
     frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         rows = frame.count()  # computes and caches it in one job
@@ -111,9 +113,16 @@ def way_for(changed_rows: int, appended_unread: bool = False) -> str:
     return LOCAL if changed_rows <= LOCAL_MOST else CACHED
 
 
-def _local_rows(spark, frame):
+def kept_local(spark, frame: DataFrame) -> tuple[DataFrame, int] | None:
     """The frame's rows as a local relation (a Dataset of the JVM) and their count, in one
-    job; None when it holds over LOCAL_MOST rows."""
+    job; None when it holds over LOCAL_MOST rows, or over Spark Connect (the rows would
+    cross into Python and back).
+
+    Rows in a plan are also out of reach of Spark's cache manager: a Delta MERGE, UPDATE or
+    DELETE re-plans every cached DataFrame that reads its target (``recacheByPlan``), one
+    Delta file listing per scan of that plan, where a local relation has none."""
+    if not hasattr(spark, "_jsparkSession"):
+        return None
     # the first job of a LIMIT reads every partition, not one first and then more
     with session_settings(spark, {"spark.sql.limit.initialNumPartitions": str(2**20)}):
         rows = frame._jdf.limit(LOCAL_MOST + 1).collectAsList()

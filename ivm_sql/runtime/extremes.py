@@ -16,22 +16,25 @@ from sqlglot import exp
 from ivm_sql.algebra.nodes import Aggregate
 from ivm_sql.incremental import aggregate, extremes, snapshot
 from ivm_sql.incremental.versions import Pins
-from ivm_sql.runtime.flagged import Settled, cached, computed
+from ivm_sql.runtime.flagged import Settled, computed
 
 FLAGGED_VIEW = "__ivm_extremes_change"
 
 
 @contextmanager
-def settled(spark, node: Aggregate, change: exp.Query, pins: Pins) -> Iterator[Settled]:
-    """``change`` with every lost extreme recomputed; inside the block, a query over memory.
-    ``pins``: the new versions of the aggregate's input."""
-    with computed(spark, change, extremes.LOST, FLAGGED_VIEW) as (rows, lost):
-        if lost:
+def settled(
+    spark, node: Aggregate, change: exp.Query, pins: Pins, local: bool
+) -> Iterator[Settled]:
+    """``change`` with every lost extreme recomputed; inside the block, a query over memory
+    (local rows when ``local``: ``runtime.flagged``). ``pins``: the new versions of the
+    aggregate's input."""
+    with computed(spark, change, extremes.LOST, FLAGGED_VIEW, local) as kept:
+        if kept.flagged:
             contents = snapshot(node.input, pins, "new")
             yield Settled(
                 extremes.rescanned(node, FLAGGED_VIEW, aggregate.change_columns(node), contents),
-                lost,
+                kept.flagged,
                 None,
             )
         else:
-            yield cached(FLAGGED_VIEW, rows)
+            yield kept.as_settled()

@@ -62,6 +62,7 @@ from ivm_sql.physical.view_table import WHOLE_OVERWRITE
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.runtime import fixpoint, workers
 from ivm_sql.runtime.extremes import settled as settled_extremes
+from ivm_sql.runtime.flagged import Settled
 from ivm_sql.runtime.log_events import UNCHANGED, Recorder, StageOutcome
 from ivm_sql.runtime.tally import Cost, Tally
 from ivm_sql.runtime.top_k import refilled as refilled_top_k
@@ -913,8 +914,10 @@ class Refresher:
             with (
                 execution.for_small_data(self.spark, enabled=small),
                 self._solved(stage, change) as change,
-                self._settled(stage, change) as (change, rows),
-                materialize.materialized(self.spark, change, rows, way) as staged,
+                self._settled(stage, change, way == materialize.LOCAL) as settled,
+                materialize.materialized(
+                    self.spark, settled.query, settled.rows, way, settled.settings
+                ) as staged,
             ):
                 if staged.rows is None or staged.rows:  # None: the write computes it
                     merge_small = (
@@ -972,20 +975,22 @@ class Refresher:
             yield solution.query if solution.query is not None else query
 
     @contextmanager
-    def _settled(self, stage: Stage, change: exp.Query) -> Iterator[tuple[exp.Query, int | None]]:
+    def _settled(self, stage: Stage, change: exp.Query, local: bool) -> Iterator[Settled]:
         """For an aggregate with MIN or MAX, its change with lost extremes rescanned; for a
         top-k, its change or, when its candidates ran out, their refill; with its row count
-        when that change is already in memory. For any other stage, ``change``."""
+        when that change is already in memory (as local rows when ``local``). For any other
+        stage, ``change``."""
         if isinstance(stage, TopKStage):
-            settling = refilled_top_k(self.spark, stage, change, self._new_pins(stage))
+            settling = refilled_top_k(self.spark, stage, change, self._new_pins(stage), local)
         elif stage.aggregate is not None and extremes.calls(stage.aggregate):
-            settling = settled_extremes(self.spark, stage.aggregate, change, self._new_pins(stage))
+            pins = self._new_pins(stage)
+            settling = settled_extremes(self.spark, stage.aggregate, change, pins, local)
         else:
-            yield change, None
+            yield Settled(change, 0, None)
             return
         with settling as settled:
             self.reread[stage.table] = settled.reread
-            yield settled.query, settled.rows
+            yield settled
 
     def _keep_time(self, table: str, now: int | None) -> None:
         if now is not None:

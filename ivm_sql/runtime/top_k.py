@@ -16,17 +16,20 @@ from sqlglot import exp
 from ivm_sql.incremental import top_k
 from ivm_sql.incremental.stages import TopKStage
 from ivm_sql.incremental.versions import Pins
-from ivm_sql.runtime.flagged import Settled, cached, computed
+from ivm_sql.runtime.flagged import Settled, computed
 
 FLAGGED_VIEW = "__ivm_top_k_change"
 
 
 @contextmanager
-def refilled(spark, stage: TopKStage, change: exp.Query, pins: Pins) -> Iterator[Settled]:
+def refilled(
+    spark, stage: TopKStage, change: exp.Query, pins: Pins, local: bool
+) -> Iterator[Settled]:
     """``change``, or, when it leaves the prefix short, the change that reads the prefix
-    again from the input at ``pins``; inside the block, the first is a query over memory."""
-    with computed(spark, change, top_k.SHORT, FLAGGED_VIEW) as (rows, short):
-        if short:
+    again from the input at ``pins``; inside the block, the first is a query over memory
+    (local rows when ``local``: ``runtime.flagged``)."""
+    with computed(spark, change, top_k.SHORT, FLAGGED_VIEW, local) as kept:
+        if kept.flagged:
             yield Settled(stage.refill_query(pins), 1, None)
         else:
-            yield cached(FLAGGED_VIEW, rows)
+            yield kept.as_settled()
