@@ -12,13 +12,15 @@ from unittest import mock
 import pytest
 from jobs import job_group
 from oracle import ViewSpec
+from sqlglot import parse_one
 from test_refresh import ORDERS, SEED, MakeProject, actions, assert_correct, open_project
 
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler.order import compile_views
 from ivm_sql.compiler.render import render
 from ivm_sql.locate import Location
-from ivm_sql.physical import one_statement
+from ivm_sql.physical import bounds, foresight, one_statement
+from ivm_sql.physical.changes import KEPT_PREFIX
 from ivm_sql.physical.cost import ANALYTIC, COST_REASON, FORCED, HISTORY, Choice, CostModel
 from ivm_sql.project import Project
 from ivm_sql.runtime import log_events
@@ -59,10 +61,13 @@ CHANGES = [
 @contextlib.contextmanager
 def recomputed_by_choice(table: str | None, decided_by: str = HISTORY) -> Iterator[None]:
     """Inside, the cost model chooses a recompute for the stage ``table`` and applies every
-    other stage's change (None: every stage's); ``decided_by``: which of its rules chose."""
+    other stage's change (None: every stage's); ``decided_by``: which of its rules chose.
+    The analytic rules choose so only at the stage's turn, once a stage below it has
+    changed: a loss they do not foresee before the stages (``_foreseen_loss``)."""
 
-    def choose(_model, stage: str, _changed, _count_rows) -> Choice:
-        if stage == table:
+    def choose(_model, stage: str, changed, _count_rows) -> Choice:
+        below_changed = any(rows for t, rows in changed.items() if "__ivm_" in t)
+        if stage == table and (decided_by != ANALYTIC or below_changed):
             return Choice(f"{COST_REASON}: the test's choice", decided_by)
         return Choice(None, FORCED)
 
@@ -223,6 +228,108 @@ def test_a_change_as_large_as_one_that_lost_at_the_views_last_stage_is_recompute
     assert done["top_countries"][1].endswith(one_statement.describe(2)), done
     assert (after[lowest], after[between]) == (before[lowest], before[between]), (before, after)
     assert_correct(project, SPECS, "decided before its stages")
+
+
+# the countries' totals over the orders under twice their customer's average, as TPC-H's
+# Q17: an aggregate stage per customer, below a stage that joins it with ``orders``
+UNDER_TWICE_AVERAGE = ViewSpec(
+    "under_twice_average",
+    """
+SELECT c.country, SUM(o.qty) AS q, COUNT(*) AS n
+FROM orders o JOIN customers c ON c.id = o.customer_id
+WHERE o.qty < (SELECT 2 * AVG(o2.qty) FROM orders o2 WHERE o2.customer_id = o.customer_id)
+GROUP BY c.country""",
+)
+
+
+def test_a_stage_foreseen_to_lose_writes_the_view_at_once_before_any_stage(
+    spark, tmp_project: MakeProject
+) -> None:
+    """No history, the analytic rules as they are (tables this small are never bounded by
+    keys, so a term reads its other inputs whole). A change to ``orders`` gives the join
+    stage a term of its own, which reads less than its recompute, and one that the change of
+    the stage below (the averages) drives, which reads ``orders`` again: together more than
+    its recompute. Foreseen with that stage's change query standing in for its change data
+    feed, the loss writes the view's table from its whole SELECT before any stage, and no
+    stage below is written. The next, smaller change goes stage by stage again, and the
+    stages behind catch up; at every round the view equals its SELECT."""
+    project = open_project(
+        spark, tmp_project, [UNDER_TWICE_AVERAGE], setup=[ORDERS, CUSTOMERS, *SEED], config=""
+    )
+    (plan,) = project.plans(["under_twice_average"])
+    assert len(plan.stages) > 1 and one_statement.inlinable(plan.stages, plan.stages[0])
+    project.refresh()
+
+    def versions() -> list[int]:
+        return [project.delta_log().latest_version(stage.table) for stage in plan.stages]
+
+    before = versions()
+    project.sql("INSERT INTO orders VALUES (6, 2, 9, 'new'), (7, 4, 1, NULL)")
+    project.sql("UPDATE orders SET qty = 7 WHERE id = 1")
+    action, reason = actions(project.refresh())["under_twice_average"]
+    assert action == "recomputed", reason
+    assert "foreseen" in reason and one_statement.EARLY in reason, reason
+    assert reason.endswith(one_statement.describe(len(plan.stages) - 1)), reason
+    after = versions()
+    assert after[:-1] == before[:-1] and after[-1] == before[-1] + 1, (before, after)
+    record = project.delta_log().last_record(plan.table)[1]
+    assert record[one_statement.DECIDED_ON] == 3, record  # 2 inserted, 1 updated
+    assert_correct(project, [UNDER_TWICE_AVERAGE], "foreseen, written at once")
+
+    project.sql("UPDATE orders SET qty = qty + 5 WHERE id = 3")
+    action, reason = actions(project.refresh())["under_twice_average"]
+    assert "foreseen" not in reason, reason
+    assert versions()[0] > after[0], "the stage of averages caught up"
+    assert_correct(project, [UNDER_TWICE_AVERAGE], "caught up")
+
+
+def test_a_feed_stood_in_for_is_bounded_by_the_base_feeds_and_its_reads_are_not_counted(
+    spark,
+) -> None:
+    """``foresight.stand_in`` replaces a stage's change data feed read by that stage's
+    change query; the bounds trace its key to the base feed it comes from and take that
+    feed's values, without running the change; ``outside`` counts the query's reads without
+    the stand-in's own."""
+    feed = f"{KEPT_PREFIX}_foreseen_test"  # a kept base feed (``physical.changes``)
+    spark.createDataFrame([(3, 1), (5, 2), (5, 4)], "k INT, q INT").createOrReplaceGlobalTempView(
+        feed
+    )
+    below = parse_one(
+        f"SELECT k, SUM(q) AS s FROM (SELECT f.k, f.q FROM global_temp.{feed} AS f "
+        "JOIN db.dim VERSION AS OF 3 AS d ON d.id = f.k) AS c GROUP BY k"
+    )
+    change = parse_one(
+        "SELECT t.k, t.s, b.x FROM (SELECT k, s FROM table_changes('db.stage', 5, 5)) AS t "
+        "JOIN db.big VERSION AS OF 9 AS b ON b.k = t.k"
+    )
+    stood = foresight.stand_in(change, {"db.stage": below})
+    assert "table_changes" not in stood.sql() and foresight.STAND_IN in stood.sql()
+    assert foresight.stand_in(change, {}).sql() == change.sql(), "only the stages named"
+    sizes = {("db.big", 9): 10 * 2**20, ("db.dim", 3): 7}
+    with job_group(spark, "keys") as jobs_of:
+        query, reads = bounds.bounded(
+            bounds.KeyValues(spark), stood, lambda t, v: sizes[(t, v)], feeds_only=True
+        )
+    assert len(list(jobs_of("keys"))) == 1, "one job, over the feed: no change is run"
+    assert [(r.table.name, r.column, r.ranges) for r in reads] == [("big", "k", ((3, 3), (5, 5)))]
+    assert '"b"."k" IN (3, 5)' in query.sql(), query.sql()
+    counted = foresight.outside(query, reads, lambda t, v: sizes[(t, v)], lambda t, v: None)
+    assert counted == 10 * 2**20, "the stand-in's read of db.dim is the stage below's"
+    # a key computed from the feed's: no feed holds its values, and the change is not run
+    computed = parse_one(
+        f"SELECT t.k, b.x FROM (SELECT f.k + 1 AS k FROM global_temp.{feed} AS f) AS t "
+        "JOIN db.big VERSION AS OF 9 AS b ON b.k = t.k"
+    )
+    with job_group(spark, "computed") as jobs_of:
+        query, reads = bounds.bounded(
+            bounds.KeyValues(spark), computed, lambda t, v: sizes[(t, v)], feeds_only=True
+        )
+    assert list(jobs_of("computed")) == [] and "WHERE" not in query.sql(), query.sql()
+    assert [(r.table.name, r.ranges) for r in reads] == [("big", ())], "the least it can read"
+    written = foresight.as_written(lambda t, v: (t, v), {"db.stage": 4})
+    assert written("db.stage", 5) == ("db.stage", 4) and written("db.stage", None)[1] == 4
+    assert written("db.big", 9) == ("db.big", 9)
+    spark.catalog.dropGlobalTempView(feed)
 
 
 def test_a_way_a_stages_history_chose_is_not_taken_before_the_stages() -> None:

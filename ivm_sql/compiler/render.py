@@ -118,7 +118,8 @@ def _at_once_lines(plan: ViewPlan, stage: Stage, symbolic: dict[str, Versions]) 
         [
             "-- once the analytic rules have chosen such a recompute at any stage, a change at least "
             f"{one_statement.EARLY_SHARE:.0%} as large (rows changed in the base tables) runs this "
-            "statement before any stage is refreshed:"
+            "statement before any stage is refreshed, as does a change foreseen to read, at a stage "
+            "above, what that stage's recompute reads:"
         ]
         if first == 0
         else []

@@ -144,12 +144,17 @@ class BoundRead:
 
 
 def bounded(
-    values: KeyValues, query: exp.Query, table_bytes: Callable[[str, int | None], int | None]
+    values: KeyValues,
+    query: exp.Query,
+    table_bytes: Callable[[str, int | None], int | None],
+    feeds_only: bool = False,
 ) -> tuple[exp.Query, list[BoundRead]]:
     """``query`` with each of its ``bounds`` on a large input written as literals, computed
     from the change (``values``: this refresh's, each fetched once; ``table_bytes(table,
     version)``: a Delta table's size, None when unknown, which counts as large; version None
-    for a table read as it stands, the stage's own); and the tables those literals reach."""
+    for a table read as it stands, the stage's own); and the tables those literals reach.
+    ``feeds_only``: no change is run for its keys (a query only weighed, never run): a key
+    no kept feed covers bounds its reads to the least they can be (``least_reads``)."""
     query = query.copy()
     reads = []
     by_change: dict[
@@ -163,8 +168,11 @@ def bounded(
         (_sources(group[0].term)[group[0].change_alias], sorted({b.key for b in group}))
         for group in groups
     ]
-    for group, known in zip(groups, values.of(wanted), strict=True):
+    for group, known in zip(groups, values.of(wanted, feeds_only), strict=True):
         for bound in group:
+            if bound.key not in known:  # not fetched (``feeds_only``)
+                reads += _reads_of(bound, ())
+                continue
             *key_values, has_null = known[bound.key]
             target = col(bound.column, bound.table_alias)
             ranges = _key_ranges(*key_values)
@@ -230,10 +238,13 @@ class KeyValues:
         # worker threads (``runtime.workers``) fetch a feed's values once
         self._lock = threading.Lock()
 
-    def of(self, wanted: list[tuple[exp.Expression, list[str]]]) -> list[dict[str, tuple]]:
+    def of(
+        self, wanted: list[tuple[exp.Expression, list[str]]], feeds_only: bool = False
+    ) -> list[dict[str, tuple]]:
         """Per (change, its keys) of ``wanted``, per key: (distinct values, them sorted when at
         most SPLIT_AT_MOST, least, greatest, whether it holds a NULL). The feeds' values that
-        any of them needs are fetched together."""
+        any of them needs are fetched together. ``feeds_only``: the keys no feed covers are
+        left out, and no change is run."""
         fed: list[dict[str, list[tuple[str, str]]]] = []  # per change: key -> (feed, column)s
         own: list[list[str]] = []  # per change: the keys read from the change itself
         for change, keys in wanted:
@@ -253,7 +264,7 @@ class KeyValues:
             found.append(
                 {key: _merged([of_feeds[p] for p in pairs]) for key, pairs in covered.items()}
             )
-            if keys:
+            if keys and not feeds_only:
                 found[-1].update(_values(self.spark, change, keys))
         return found
 

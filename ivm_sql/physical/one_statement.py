@@ -31,6 +31,18 @@ costs, where going stage by stage pays each changed stage below and then the rec
 anyway. Its record keeps the rows the recompute was first chosen for (``DECIDED_ON``), so a
 change that shrinks to less than that share goes stage by stage again and is weighed anew.
 
+A change that will lose is also foreseen, with no history. As the view's lowest stage is
+reached, each stage above it whose base tables moved is weighed as it will be at its turn
+(``foreseen_reason``): the rows rule over the base tables' changed rows, then the scans rule
+over the terms of its change that those tables' changes drive, bounded by their keys (the
+values of their kept change data feeds, which that stage's change reads at its turn too).
+The change of the stages below it can only add terms, so a stage whose base-driven terms
+alone read as much as its recompute loses whatever they bring, and its loss would write the
+view's table from that stage up anyway (or recompute the view's last stage): the view's
+table is written from its whole SELECT at once instead, before any stage pays for a change.
+In TPC-H's first round at SF 1, Q18's stage over ``lineitem``, ``orders`` and ``customer``
+lost this way after its ``HAVING`` stage had been refreshed for it.
+
 Forced recomputes (a new or changed definition, ``--full``, a source recomputed or its
 history gone) still write every stage: those stages' records are not valid state to catch
 up from. A recursive stage is never inlined: its content is a loop, not one query.
@@ -87,6 +99,12 @@ def early_reason(
         f"{COST_REASON}: its change lost to a recompute when {decided_on:,} source rows "
         f"had changed, and {changed_rows:,} have now; {EARLY}"
     )
+
+
+def foreseen_reason(reason: str, table: str) -> str:
+    """Why the view is written in one statement from its lowest stage, its stage ``table``'s
+    change foreseen to lose to a recompute for ``reason`` (a cost rule's)."""
+    return f"{reason} (the change of {table}, foreseen); {EARLY}"
 
 
 def _same_plans(record: Mapping, defined: Mapping[str, str]) -> bool:

@@ -40,6 +40,7 @@ from ivm_sql.physical import (
     batches,
     bounds,
     execution,
+    foresight,
     layout,
     materialize,
     one_statement,
@@ -537,28 +538,104 @@ class Refresher:
 
     def _decide_before_stages(self, plan: ViewPlan, decision: Decision, report: ViewReport) -> None:
         """Choose, as the view's lowest stage is reached, to write the view's table in one
-        statement before any stage is refreshed, when its last refresh found its change
-        dearer than that and this change is as large (``one_statement.early_reason``): the
-        reason, the rows counted into ``report``, and the rows the way was first chosen for,
-        into ``decision``. Only where the cost model chooses, and no INCREMENTAL STRICT view
-        above would fail."""
+        statement before any stage is refreshed (``physical.one_statement``): when its last
+        refresh found its change dearer than that and this change is as large
+        (``early_reason``), or when a stage above is foreseen to lose (``_foreseen_loss``).
+        The reason, the rows counted into ``report``, and the rows the way was first chosen
+        for, into ``decision``. Only where the cost model chooses, and no INCREMENTAL STRICT
+        view above would fail."""
         top = plan.stages[-1]
         above = decision.cost.above.get(plan.stages[0].table)
         if decision.cost.recompute_above is None or (above and above.strict_view is not None):
             return
         record = self._newest_record(top)
-        # no decided_on, no early way: the rows changed are counted only where they decide
-        if not record or record.get(one_statement.DECIDED_ON) is None or self._ahead(top, record):
+        if not record or self._ahead(top, record):
             return
-        changed = self._changed_base_rows(record)
-        reason = one_statement.early_reason(
-            record, {s.table: plan.fingerprint(s) for s in plan.stages}, changed, plan.stages
-        )
+        reason = decided_on = None
+        if record.get(one_statement.DECIDED_ON) is not None:
+            reason = one_statement.early_reason(
+                record,
+                {s.table: plan.fingerprint(s) for s in plan.stages},
+                self._changed_base_rows(record),
+                plan.stages,
+            )
+            decided_on = record[one_statement.DECIDED_ON] if reason is not None else None
+        if reason is None and not record.get(one_statement.INLINED):
+            reason = self._foreseen_loss(plan, decision.cost)
         if reason is not None:
             decision.reason, decision.choice = reason, Choice(reason, ANALYTIC)
-            decision.changed_rows = changed
-            decision.decided_on = record[one_statement.DECIDED_ON]
-            report.rows_in += changed
+            decision.changed_rows = self._changed_base_rows(record)
+            decision.decided_on = decided_on
+            report.rows_in += decision.changed_rows
+
+    def _foreseen_loss(self, plan: ViewPlan, cost: CostModel) -> str | None:
+        """Why a stage above the view's lowest will lose to a recompute at its turn, weighed
+        now by the rules it will meet then (``one_statement.foreseen_reason``): its change
+        with each change data feed of a stage below stood in for by that stage's change
+        query (``physical.foresight``); None when no stage is foreseen to lose, or one's
+        record cannot tell (it must be recomputed anyway, or a stage below has commits the
+        stages above it have not read)."""
+        if not one_statement.inlinable(plan.stages, plan.stages[0]):
+            return None
+        written: dict[str, int] = {}  # a stage's latest version, which the stages above read
+        below: dict[str, exp.Query] = {}  # a stage's change query, over the kept feeds
+        for stage in plan.stages:
+            state = self._state_of(stage)
+            if not state.exists or self.recomputes.forced_reason(
+                stage, plan.fingerprint(stage), True, state.record
+            ):
+                return None
+            recorded = state.record["sources"]
+            if any(recorded[t] != written[t] for t in stage.sources if t in written):
+                return None
+            base = [t for t in stage.sources if t not in written]
+            pins = {
+                **history.read_pins(self.log, recorded, self.current, base),
+                **{
+                    t: Versions.at(v, v + 1 if t in below else v)
+                    for t, v in written.items()
+                    if t in stage.sources
+                },
+            }
+            written[stage.table] = state.latest
+            if not any(versions.changed for versions in pins.values()):
+                continue
+            clock = clock_versions(state.record.get("now"), self.now)
+            change = stage.change_query({**pins, CLOCK: clock})
+            if change is None:
+                continue
+            change = self.changes.rewrite(foresight.stand_in(change, below))
+            below[stage.table] = change
+            if stage is plan.stages[0]:  # weighed at its turn, next
+                continue
+            now = {**{t: self.current[t] for t in base}, **{t: written[t] for t in written}}
+            choice = cost.choose(
+                stage.table,
+                self._changed_rows({t: pins[t] for t in base}),
+                lambda t: self.sizes.rows(t, now[t]),
+            )
+            if choice.decided_by != ANALYTIC:  # its history chooses at its turn
+                continue
+            reason = choice.reason or self._foreseen_scans_reason(
+                change, stage.initial_query(self._new_pins(stage, now)), cost, written
+            )
+            if reason is not None:
+                return one_statement.foreseen_reason(reason, stage.table)
+        return None
+
+    def _foreseen_scans_reason(
+        self, change: exp.Query, initial: exp.Query, cost: CostModel, written: dict[str, int]
+    ) -> str | None:
+        """The scans rule (``physical.cost``) over a stage's foreseen ``change``, bounded by
+        the keys the kept feeds hold (``physical.foresight``): why its recompute ``initial``
+        is cheaper, or None. A stage's next version (the one its write will make) is sized
+        as its last (``written``)."""
+        size = foresight.as_written(self.sizes.bytes, written)
+        files = foresight.as_written(self.sizes.files, written)
+        change, bounded = bounds.bounded(self.key_values, change, size, feeds_only=True)
+        return cost.scan_reason(
+            foresight.outside(change, bounded, size, files), self.sizes.scanned_bytes(initial)
+        )
 
     def _changed_base_rows(self, record: dict) -> int:
         """Rows changed in the base tables below a view since the versions its table's
@@ -957,8 +1034,10 @@ class Refresher:
         (for a recursive stage, its loop's first iteration)."""
         return stage.initial_query(self._new_pins(stage))
 
-    def _new_pins(self, stage: Stage) -> Pins:
-        pins = {t: Versions.at(None, self.current[t]) for t in stage.sources}
+    def _new_pins(self, stage: Stage, current: dict[str, int] | None = None) -> Pins:
+        """The pins of a recompute: every source at this refresh's version (or ``current``'s)."""
+        current = self.current if current is None else current
+        pins = {t: Versions.at(None, current[t]) for t in stage.sources}
         return {**pins, CLOCK: clock_versions(None, self.now)}
 
     @contextmanager
