@@ -32,16 +32,15 @@ anyway. Its record keeps the rows the recompute was first chosen for (``DECIDED_
 change that shrinks to less than that share goes stage by stage again and is weighed anew.
 
 A change that will lose is also foreseen, with no history. As the view's lowest stage is
-reached, each stage above it whose base tables moved is weighed as it will be at its turn
-(``foreseen_reason``): the rows rule over the base tables' changed rows, then the scans rule
-over the terms of its change that those tables' changes drive, bounded by their keys (the
-values of their kept change data feeds, which that stage's change reads at its turn too).
-The change of the stages below it can only add terms, so a stage whose base-driven terms
-alone read as much as its recompute loses whatever they bring, and its loss would write the
-view's table from that stage up anyway (or recompute the view's last stage): the view's
-table is written from its whole SELECT at once instead, before any stage pays for a change.
-In TPC-H's first round at SF 1, Q18's stage over ``lineitem``, ``orders`` and ``customer``
-lost this way after its ``HAVING`` stage had been refreshed for it.
+reached, each stage above it is weighed as it will be at its turn (``foreseen_reason``): the
+rows rule over its base tables' changed rows, then the scans rule over its change, in which
+the change data feed of each stage below, not written yet, is stood in for by that stage's
+change query (DBSP's chain rule, ``physical.foresight``), its keys bounded by the values of
+the base tables' kept feeds. A stage so found dearer than its recompute would, at its turn,
+write the view's table from that stage up anyway (or recompute the view's last stage) after
+the stages below it had been refreshed for it: the view's table is written from its whole
+SELECT at once instead, before any stage pays for a change. In TPC-H's first round at SF 1,
+Q17's, Q18's, Q20's and Q21's losses are foreseen so.
 
 Forced recomputes (a new or changed definition, ``--full``, a source recomputed or its
 history gone) still write every stage: those stages' records are not valid state to catch

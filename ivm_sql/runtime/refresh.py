@@ -551,22 +551,18 @@ class Refresher:
         record = self._newest_record(top)
         if not record or self._ahead(top, record):
             return
+        changed = self._changed_base_rows(record)
         reason = decided_on = None
         if record.get(one_statement.DECIDED_ON) is not None:
-            reason = one_statement.early_reason(
-                record,
-                {s.table: plan.fingerprint(s) for s in plan.stages},
-                self._changed_base_rows(record),
-                plan.stages,
-            )
+            defined = {s.table: plan.fingerprint(s) for s in plan.stages}
+            reason = one_statement.early_reason(record, defined, changed, plan.stages)
             decided_on = record[one_statement.DECIDED_ON] if reason is not None else None
         if reason is None and not record.get(one_statement.INLINED):
             reason = self._foreseen_loss(plan, decision.cost)
         if reason is not None:
             decision.reason, decision.choice = reason, Choice(reason, ANALYTIC)
-            decision.changed_rows = self._changed_base_rows(record)
-            decision.decided_on = decided_on
-            report.rows_in += decision.changed_rows
+            decision.changed_rows, decision.decided_on = changed, decided_on
+            report.rows_in += changed
 
     def _foreseen_loss(self, plan: ViewPlan, cost: CostModel) -> str | None:
         """Why a stage above the view's lowest will lose to a recompute at its turn, weighed
@@ -608,7 +604,7 @@ class Refresher:
             below[stage.table] = change
             if stage is plan.stages[0]:  # weighed at its turn, next
                 continue
-            now = {**{t: self.current[t] for t in base}, **{t: written[t] for t in written}}
+            now = {**{t: self.current[t] for t in base}, **written}
             choice = cost.choose(
                 stage.table,
                 self._changed_rows({t: pins[t] for t in base}),
