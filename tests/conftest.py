@@ -39,6 +39,19 @@ SESSION_SETTINGS = {
     # tests of test_refresh.py 120 s with Hive, 92 s without; Derby's queries and the
     # metastore's folder permissions were a sixth of the JVM's samples.
     "spark.sql.catalogImplementation": "in-memory",
+    # Spark keeps the last 100 classes Janino compiled; the run's statements repeat in
+    # shapes (each oracle refreshes the same views round after round), so more of them are
+    # found compiled. Measured (JFR, 2026-12-05): tests/test_oracle.py 2,375 compiles
+    # (11.4 ms mean) and 190.6 s with 100, 1,166 compiles and 175.3 s with 4,000.
+    "spark.sql.codegen.cache.maxEntries": "4000",
+    # Spark's memory pages of 1 MB, not the 32 MB it sizes from a 4g heap on 2 cores: the
+    # hash table of a broadcast join is built on the driver in such pages, which outlive the
+    # query (still live after three full collections in a row), so the run's thousands of
+    # tiny joins kept over a gigabyte live. Measured (2026-12-06): 50 string-key broadcast
+    # joins of two rows left 641 MB of live long[]; 100 left 833 MB with 32 MB pages and 27 MB
+    # with 1 MB ones; tests/test_oracle.py took 147.9 s against 169-175 s, its collectors'
+    # pauses 4.6 s against 12.2 s, 300 MB live after a full collection against 1.2-1.8 GB.
+    "spark.buffer.pageSize": "1m",
     # Java's parallel collector, as every embedded JVM of ivm's (``session.EMBEDDED_GC``).
     # Measured here back to back, alternating (2026-11-30): four tests of test_refresh.py
     # 117.1 and 118.7 s against 124.5 and 127.4 s with G1; test_one_statement.py and one of
