@@ -31,7 +31,7 @@ import sys
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from delta import configure_spark_with_delta_pip
@@ -42,6 +42,7 @@ from pyspark.sql import SparkSession
 from ivm_sql.class_archive import DRIVER_OPTIONS, archive_path, java_option, publish_at_exit
 from ivm_sql.config import TOKEN_HINT, Config, SparkSettings, connect_address
 from ivm_sql.errors import EnvironmentProblem
+from ivm_sql.package_jars import record_path, resolved, without_resolution, write_down
 from ivm_sql.server_record import Token, answers, endpoint, server_token
 
 MIN_JAVA = 17
@@ -217,9 +218,10 @@ def start_settings(config: Config, project_dir: Path) -> dict[str, str]:
 
 @contextmanager
 def ivy_lock(path: Path = IVY_LOCK) -> Iterator[None]:
-    """Hold a lock shared by every process of the machine while a JVM starts.
+    """Hold a lock shared by every process of the machine while a JVM starts that resolves
+    its packages through Ivy (the first of a package list: ``package_jars``).
 
-    A starting JVM resolves Delta's jars through Ivy in ``~/.ivy2.5.2``; two starts at the
+    Such a JVM resolves Delta's jars through Ivy in ``~/.ivy2.5.2``; two starts at the
     same moment on a fresh machine download into the same files and both fail ("Downloaded
     file size (0) doesn't match expected Content Length"). One at a time, the second finds
     the jars cached. flock is released by the kernel if the holder dies.
@@ -410,7 +412,11 @@ def embedded_session(
     log_path = state_dir / "spark.log"
 
     settings = {**start_settings(config, project_dir), **(extra or {})}
-    archive = archive_path(java_version, settings)
+    archive = archive_path(java_version, settings)  # named by the packages, resolved or not
+    record = record_path(settings)
+    jars = resolved(record)
+    if jars is not None:  # Ivy resolved these packages before: their jars, named
+        settings = without_resolution(settings, jars)
     recording = None
     if archive is not None:
         option, recording = java_option(archive, record_classes)
@@ -422,7 +428,7 @@ def embedded_session(
 
     log_start = log_path.stat().st_size if log_path.exists() else 0
     try:
-        with ivy_lock():
+        with ivy_lock() if jars is None else nullcontext():
             if verbose:
                 spark = builder.getOrCreate()
             else:
@@ -436,6 +442,8 @@ def embedded_session(
             f"Spark did not start: {reason}",
             hint="see the output above" if verbose else f"see {log_path}; run with --verbose",
         ) from exc
+    if record is not None and jars is None:
+        write_down(record, spark.sparkContext.getConf().get("spark.jars", ""), settings)
     jvm = getattr(SparkContext._gateway, "proc", None)
     if recording is not None and archive is not None and jvm is not None:
         publish_at_exit(jvm, recording, archive)

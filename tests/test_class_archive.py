@@ -117,10 +117,13 @@ def test_stale_temporary_files_and_old_archives_are_removed(tmp_path: Path) -> N
 
 
 @pytest.mark.spark
-def test_the_first_command_writes_the_archive_and_the_next_one_maps_it(tmp_path: Path) -> None:
-    """Two ``ivm status`` processes with an empty cache: the first JVM writes the archive
-    as it exits, the second maps it (Java's own log of class sharing, turned on through
-    ivm.yaml, says so)."""
+def test_the_first_command_writes_the_archive_and_the_jars_the_next_one_uses_both(
+    tmp_path: Path,
+) -> None:
+    """Two ``ivm status`` processes with an empty cache: the first JVM resolves Delta's
+    package through Ivy and writes the archive as it exits, the second maps it (Java's own
+    log of class sharing, turned on through ivm.yaml, says so) and names the jars the first
+    resolved (``package_jars``): no Ivy in its log, and Delta's catalog opens."""
     project = write_project(
         tmp_path / "project",
         {
@@ -150,6 +153,12 @@ def test_the_first_command_writes_the_archive_and_the_next_one_maps_it(tmp_path:
     archives = list(folder.glob("*.jsa"))
     assert len(archives) == 1, sorted(path.name for path in folder.glob("*"))
     assert f"Opened archive {archives[0]}" not in first
+    assert ":: resolution report ::" in first
+    records = list((cache / "ivm-sql" / "package-jars").glob("*.txt"))
+    assert len(records) == 1
+    jars = records[0].read_text().splitlines()
+    assert any(Path(jar).name.startswith("io.delta_delta-spark_") for jar in jars), jars
     second = status()
     assert f"Opened archive {archives[0]}." in second
     assert "Mapped dynamic region" in second
+    assert ":: resolution report ::" not in second
