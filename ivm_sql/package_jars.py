@@ -12,6 +12,7 @@ which puts the same jars on the driver's class path and ships them to executors 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import urllib.parse
@@ -50,9 +51,7 @@ def resolved(record: Path | None) -> list[str] | None:
     if record is None or not record.is_file():
         return None
     jars = [line for line in record.read_text().splitlines() if line]
-    if not jars or not all(Path(jar).is_file() for jar in jars):
-        return None
-    return jars
+    return jars if _on_disk(jars) else None
 
 
 def without_resolution(settings: Mapping[str, str], jars: list[str]) -> dict[str, str]:
@@ -65,15 +64,24 @@ def without_resolution(settings: Mapping[str, str], jars: list[str]) -> dict[str
 
 def write_down(record: Path, started_jars: str, settings: Mapping[str, str]) -> None:
     """Write the jars a start resolved: its ``spark.jars`` less the user's own (by file
-    name: Spark rewrites their paths as URIs). Written whole, then renamed into place."""
+    name: Spark rewrites their paths as URIs). Written whole, then renamed into place; a
+    cache that cannot be written is left alone (Ivy resolves at each start, as before)."""
     own = {_file_name(entry) for entry in _entries(settings.get(JARS, ""))}
     jars = [_local_path(e) for e in _entries(started_jars) if _file_name(e) not in own]
-    if not jars or not all(Path(jar).is_file() for jar in jars):
+    if not _on_disk(jars):
         return  # not local files: resolved again at the next start
-    record.parent.mkdir(parents=True, exist_ok=True)
     temporary = record.with_name(f"{record.name}.{os.getpid()}.tmp")
-    temporary.write_text("".join(f"{jar}\n" for jar in jars))
-    os.replace(temporary, record)
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text("".join(f"{jar}\n" for jar in jars))
+        os.replace(temporary, record)
+    except OSError:
+        with contextlib.suppress(OSError):  # no folder, or one that refuses files
+            temporary.unlink()
+
+
+def _on_disk(jars: list[str]) -> bool:
+    return bool(jars) and all(Path(jar).is_file() for jar in jars)
 
 
 def _entries(jars: str) -> list[str]:

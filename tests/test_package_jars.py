@@ -71,3 +71,12 @@ def test_jars_that_are_not_local_files_are_not_written_down(tmp_path: Path) -> N
     assert not record.exists()
     write_down(record, "", DELTA)
     assert not record.exists()
+
+
+def test_a_cache_that_cannot_be_written_is_left_alone(tmp_path: Path) -> None:
+    delta = jar(tmp_path / "ivy", "delta.jar")
+    blocked = tmp_path / "a file"
+    blocked.write_text("not a folder")
+    record = blocked / "record.txt"
+    write_down(record, delta.as_uri(), DELTA)  # no error: the start goes on
+    assert resolved(record) is None
