@@ -392,6 +392,28 @@ def test_keys_read_straight_from_a_feed_take_its_values_once_per_refresh(spark) 
     assert second["p0"] == first["k"] and jobs == 0
 
 
+def test_a_feeds_values_cost_one_aggregation_in_ivms_own_sessions(spark) -> None:
+    """In ivm's own sessions (adaptive execution, shuffle partitions 4) a feed of 15,000 rows
+    in 4 partitions has its keys' values fetched by one aggregation: two jobs (its shuffle's
+    map side and the result). A COUNT(DISTINCT) per key beside the sets would expand every
+    row per key and aggregate twice more: three jobs. The values are the feed's all the same."""
+    spark.range(0, 15000, numPartitions=4).selectExpr(
+        "IF(id % 97 = 0, NULL, id % 5000) AS k", "CAST(id % 7 AS INT) AS j", "1 AS __ivm_w"
+    ).createOrReplaceGlobalTempView("__ivm_changes_kv7")
+    change = _source("SELECT c.k, c.j FROM global_temp.__ivm_changes_kv7 AS c")
+    own_session = {"spark.sql.adaptive.enabled": "true", "spark.sql.shuffle.partitions": "4"}
+    with execution.session_settings(spark, own_session):
+        values, jobs = _jobs(spark, lambda: bounds.KeyValues(spark).of([(change, ["k", "j"])])[0])
+    expected = spark.sql(
+        "SELECT COUNT(DISTINCT k) AS n, MIN(k) AS lo, MAX(k) AS hi FROM global_temp.__ivm_changes_kv7"
+    ).first()
+    distinct, listed, least, greatest, has_null = values["k"]
+    assert (distinct, least, greatest, has_null) == (expected.n, expected.lo, expected.hi, True)
+    assert listed == sorted(set(listed)) and len(listed) == distinct
+    assert values["j"] == (7, list(range(7)), 0, 6, False)
+    assert jobs == 2
+
+
 def test_the_columns_several_changes_ask_of_one_feed_are_fetched_by_one_job(spark) -> None:
     """Q03's change binds ``customer`` by the changed orders' customer keys and ``lineitem``
     by their order keys, and another term's change binds by the same feed's order keys: one

@@ -413,32 +413,39 @@ def _read_of(table: exp.Table) -> tuple[str, int | None]:
 
 def _values(spark, change: exp.Expression, keys: list[str]) -> dict[str, tuple]:
     """Per key column of a change: (distinct values, them sorted when at most SPLIT_AT_MOST,
-    least, greatest, whether it holds a NULL), in one job (NULL is none of the others)."""
+    least, greatest, whether it holds a NULL), in one job (NULL is none of the others).
+
+    Each key's set of values is collected once and counted by its size: a COUNT(DISTINCT)
+    beside it would make Spark expand every row per key and aggregate twice more, two more
+    jobs (three in all with adaptive execution, against two) and 2.5x the time on a kept
+    feed of 15,000 rows."""
     inner = (
         change.this
         if isinstance(change, exp.Subquery)
         else exp.select(exp.Star()).from_(change.copy())
     )
-    outputs = []
+    gathered, outputs = [], []
     for i, key in enumerate(keys):
-        outputs += [
-            exp.alias_(exp.Count(this=exp.Distinct(expressions=[col(key)])), f"n{i}"),
-            exp.alias_(
-                exp.func(
-                    "slice",
-                    exp.func("sort_array", exp.func("collect_set", col(key))),
-                    lit(1),
-                    lit(SPLIT_AT_MOST + 1),
-                ),
-                f"few{i}",
-            ),
+        gathered += [
+            exp.alias_(exp.func("collect_set", col(key)), f"set{i}"),
             exp.alias_(exp.Min(this=col(key)), f"lo{i}"),
             exp.alias_(exp.Max(this=col(key)), f"hi{i}"),
             exp.alias_(
                 exp.func("bool_or", exp.Is(this=col(key), expression=exp.Null())), f"null{i}"
             ),
         ]
-    row = spark.sql(to_sql(exp.select(*outputs).from_(inner.subquery("c")), pretty=False)).first()
+        outputs += [
+            exp.alias_(exp.func("size", col(f"set{i}")), f"n{i}"),
+            exp.alias_(
+                exp.func(
+                    "slice", exp.func("sort_array", col(f"set{i}")), lit(1), lit(SPLIT_AT_MOST + 1)
+                ),
+                f"few{i}",
+            ),
+            *(col(f"{name}{i}") for name in ("lo", "hi", "null")),
+        ]
+    sets = exp.select(*gathered).from_(inner.subquery("c"))
+    row = spark.sql(to_sql(exp.select(*outputs).from_(sets.subquery("s")), pretty=False)).first()
     return {
         key: (row[f"n{i}"], row[f"few{i}"], row[f"lo{i}"], row[f"hi{i}"], bool(row[f"null{i}"]))
         for i, key in enumerate(keys)
