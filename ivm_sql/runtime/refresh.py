@@ -772,6 +772,7 @@ class Refresher:
             ordered, order_settings = layout.key_ordered(
                 initial, self.plan_of[stage.table].key_order(stage), self.sizes.read_bytes(initial)
             )
+            ordered = self.kept.rewrite(ordered)  # its sizes weighed: kept tables from memory
             with (
                 execution.for_small_data(self.spark, enabled=small),
                 execution.session_settings(self.spark, {**WHOLE_OVERWRITE, **order_settings}),
@@ -991,7 +992,7 @@ class Refresher:
                 appended_unread=stage.table not in self.read_above
                 and batches.appends(stage, self.log, own_version),
             )
-            change = self.kept.rewrite(change)  # after its sizes were weighed: read from memory
+            change = self.kept.rewrite(change)  # its sizes weighed: kept tables from memory
             with (
                 execution.for_small_data(self.spark, enabled=small),
                 self._solved(stage, change) as change,
