@@ -56,7 +56,6 @@ from ivm_sql.physical.cost import (
     Choice,
     CostModel,
 )
-from ivm_sql.physical.kept_tables import KeptTables, worth_keeping
 from ivm_sql.physical.recompute import Recomputes
 from ivm_sql.physical.sizes import TableSizes
 from ivm_sql.physical.snapshot_state import SnapshotStates, will_commit
@@ -247,7 +246,6 @@ class Refresher:
         self.sizes = TableSizes(self.tally.session(spark), self.log, self._run)
         # of the change data feeds ``changes`` keeps
         self.key_values = bounds.KeyValues(self.tally.session(spark))
-        self.kept = KeptTables(self.tally.session(spark), {})  # chosen as ``refresh`` starts
         self.plan_of: dict[str, ViewPlan] = {}  # stage table -> the plan of its view
         self.read_above: set[str] = set()  # tables this refresh's stages read (``refresh``)
         # views' tables this refresh wrote in one statement (``physical.one_statement``)
@@ -280,10 +278,6 @@ class Refresher:
                         )
         committing = self._will_commit(plans)  # and then to the tables after them, if any
         states = SnapshotStates(self._spark, committing and [*committing, *self.commits_after])
-        readers = [s.sources for plan in plans for s in plan.stages if s.table in committing]
-        self.kept = KeptTables(
-            self.tally.session(self._spark), worth_keeping(readers, self.current, self.sizes.bytes)
-        )
         self.cost = self.cost.weighing(stages_above(plans))
         # the tables stages of this refresh read: a batch appended to one is handed up
         self.read_above = {t for plan in plans for stage in plan.stages for t in stage.sources}
@@ -328,7 +322,6 @@ class Refresher:
             )
         finally:
             self.changes.close()
-            self.kept.close()
             states.close()
 
     def _will_commit(self, plans: list[ViewPlan]) -> list[str]:
@@ -772,7 +765,6 @@ class Refresher:
             ordered, order_settings = layout.key_ordered(
                 initial, self.plan_of[stage.table].key_order(stage), self.sizes.read_bytes(initial)
             )
-            ordered = self.kept.rewrite(ordered)  # its sizes weighed: kept tables from memory
             with (
                 execution.for_small_data(self.spark, enabled=small),
                 execution.session_settings(self.spark, {**WHOLE_OVERWRITE, **order_settings}),
@@ -992,7 +984,6 @@ class Refresher:
                 appended_unread=stage.table not in self.read_above
                 and batches.appends(stage, self.log, own_version),
             )
-            change = self.kept.rewrite(change)  # its sizes weighed: kept tables from memory
             with (
                 execution.for_small_data(self.spark, enabled=small),
                 self._solved(stage, change) as change,
