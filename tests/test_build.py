@@ -1039,6 +1039,28 @@ def test_scalar_subqueries_become_joins() -> None:
     assert "`__s2`.`k0`" in sql(correlated.condition)
 
 
+@pytest.mark.parametrize(
+    "scalar",
+    ["b > (SELECT AVG(d) FROM u)", "b > (SELECT 0.5 * SUM(d) FROM u WHERE u.a = t.a)"],
+)
+@pytest.mark.parametrize(
+    "semi", ["a IN (SELECT d FROM w)", "NOT EXISTS (SELECT 1 FROM w WHERE w.d = t.a)"]
+)
+def test_a_semi_join_is_keyed_over_the_from_before_a_scalar_subquerys_join(
+    scalar: str, semi: str
+) -> None:
+    """Whichever comes first in WHERE, the semi join's left side is the FROM's own rows, with
+    the plain conditions: a change of the scalar subquery's aggregate then joins the semi
+    join's result instead of changing every key of its left side (TPC-H Q20, Q22)."""
+    for where in (f"{scalar} AND {semi} AND t.b > 0", f"t.b > 0 AND {semi} AND {scalar}"):
+        node = root(f"CREATE VIEW v AS SELECT a FROM t WHERE {where}")
+        (semi_join,) = [n for n in _walk(node) if isinstance(n, Recompute)]
+        left = semi_join.sources[0][1]
+        assert {n.table for n in _walk(left) if isinstance(n, Scan)} == {"db.t"}, where
+        assert "> 0" in sql(left.condition), where
+        assert any(isinstance(n, Scan) and n.table == "db.u" for n in _walk(node))
+
+
 def test_correlated_not_in_is_a_null_aware_anti_join_per_correlation_key() -> None:
     """x NOT IN (SELECT c ... WHERE corr) drops a row whose correlated set holds x or a NULL
     (or x is NULL and the set is not empty): Spark's null-aware anti-join."""

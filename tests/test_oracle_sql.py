@@ -103,6 +103,17 @@ SELECT id, qty FROM orders WHERE qty > (SELECT AVG(qty) FROM orders)""",
 SELECT p.id, p.category, p.price FROM products p
 WHERE p.price >= (SELECT AVG(q.price) FROM products q WHERE q.category = p.category)""",
     ),
+    # scalar subqueries written before an IN and a NOT EXISTS (TPC-H Q20 and Q22): the semi
+    # and anti joins are keyed over the orders alone, the aggregates joined above them
+    ViewSpec(
+        "toy_orders_above_their_products_average",
+        """
+SELECT o.id, o.qty FROM orders o
+WHERE o.qty > (SELECT AVG(q.qty) FROM orders q WHERE q.product_id = o.product_id)
+  AND o.qty * 2 > (SELECT AVG(qty) FROM orders)
+  AND o.product_id IN (SELECT id FROM products WHERE category = 'toys')
+  AND NOT EXISTS (SELECT 1 FROM customers c WHERE c.id = o.customer_id AND c.country = 'DE')""",
+    ),
     ViewSpec(
         "busy_statuses",
         """

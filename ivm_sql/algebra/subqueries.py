@@ -26,21 +26,35 @@ COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 
 
 def apply_where(builder, inputs: Inputs, where: exp.Expression | None, ctes) -> None:
-    """Add the WHERE clause to ``inputs``: plain conjuncts as conditions, subqueries as joins."""
+    """Add the WHERE clause to ``inputs``: plain conjuncts as conditions, subqueries as joins.
+
+    The order is plain conditions, then semi and anti joins, then scalar subqueries. A
+    conjunction's terms commute, and a semi join on the outer columns commutes with an
+    inner join (its rows are a subset of the outer rows, whatever is joined to them), so
+    each semi join is keyed over the FROM's own rows: a change of a scalar subquery (a
+    global aggregate changes with almost any row of its input) then meets the semi join's
+    stored result bilinearly (DBSP's join rule) instead of changing every key of the semi
+    join's left side, and Spark filters by the semi join before it joins the aggregate (TPC-H
+    Q20's ``ps_partkey IN (...)`` bounds the lineitem aggregate, as in its SELECT).
+    """
     conjuncts = (
         (where.flatten() if isinstance(where, exp.And) else [where]) if where is not None else []
     )
-    semis = []
+    semis, with_scalars = [], []
     for conjunct in conjuncts:
         negated = isinstance(conjunct, exp.Not)
         inner = conjunct.this if negated else conjunct
         if isinstance(inner, exp.Exists) or (isinstance(inner, exp.In) and inner.args.get("query")):
             semis.append((inner, negated))
-        else:  # joins first: a LEFT JOIN replaces inputs.conditions
-            condition = scalars(builder, inputs, conjunct, ctes, in_where=True)
-            inputs.conditions.append(inputs.rename(condition))
+        elif conjunct.find(exp.Subquery):
+            with_scalars.append(conjunct)
+        else:  # conditions before joins: a join wraps inputs.conditions into its left side
+            inputs.conditions.append(inputs.rename(conjunct))
     for node, negated in semis:
         _semi_join(builder, inputs, node, negated, ctes)
+    for conjunct in with_scalars:
+        condition = scalars(builder, inputs, conjunct, ctes, in_where=True)
+        inputs.conditions.append(inputs.rename(condition))
 
 
 def having_as_where(builder, select: exp.Select) -> exp.Select:

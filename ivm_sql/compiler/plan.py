@@ -16,7 +16,7 @@ from ivm_sql.incremental import fixpoint
 from ivm_sql.incremental.stages import FixpointStage, Stage
 from ivm_sql.incremental.temporal import CLOCK, SYMBOLIC_CLOCK
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.physical import cascade, layout, one_statement
+from ivm_sql.physical import cascade, layout, one_statement, semi_joins
 from ivm_sql.physical.view_table import TableLayout
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.sqlbuild import (
@@ -89,8 +89,9 @@ class ViewPlan:
     def inlined_query(self, first: Stage, pins: Pins) -> exp.Select:
         """The view's table's whole content with ``first`` and every stage between it and
         the last read through their own queries (CTEs) instead of their tables: the view's
-        SELECT over what lies below ``first``, in one statement (``physical.one_statement``).
-        ``pins``: the versions of every other table those stages read."""
+        SELECT over what lies below ``first``, in one statement (``physical.one_statement``),
+        its semi joins written as ``IN`` (``physical.semi_joins``). ``pins``: the versions of
+        every other table those stages read."""
         inlined = self.stages[self.stages.index(first) : -1]
         names = {
             stage.table: f"{INTERNAL_PREFIX}_inlined_{n}" for n, stage in enumerate(inlined, 1)
@@ -112,7 +113,7 @@ class ViewPlan:
             query = query.with_(
                 ident(names[stage.table]), as_=through_ctes(stage.initial_query(pins)), copy=False
             )
-        return query
+        return semi_joins.written_as_in(query)
 
     @property
     def base_tables(self) -> tuple[str, ...]:
