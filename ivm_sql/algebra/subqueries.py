@@ -34,8 +34,9 @@ def apply_where(builder, inputs: Inputs, where: exp.Expression | None, ctes) -> 
     each semi join is keyed over the FROM's own rows: a change of a scalar subquery (a
     global aggregate changes with almost any row of its input) then meets the semi join's
     stored result bilinearly (DBSP's join rule) instead of changing every key of the semi
-    join's left side, and Spark filters by the semi join before it joins the aggregate (TPC-H
-    Q20's ``ps_partkey IN (...)`` bounds the lineitem aggregate, as in its SELECT).
+    join's left side. In a view's one statement the semi join, written as ``IN`` there
+    (``physical.semi_joins``), then also filters the aggregate's input, as in the view's own
+    SELECT (TPC-H Q20's ``ps_partkey IN (...)`` bounds its lineitem sums).
     """
     conjuncts = (
         (where.flatten() if isinstance(where, exp.And) else [where]) if where is not None else []

@@ -12,7 +12,7 @@ TPC-H Q20 is the case: the stage ``partsupp ⋉ part`` (``ps_partkey IN`` the fo
 joins the ``lineitem`` aggregate per ``(l_partkey, l_suppkey)``. As a semi join, that
 aggregate runs over every pair shipped in 1994 (about 600,000 at SF 1); written as ``IN``,
 over the forest parts' lineitems only, as in the view's own SELECT: at SF 1 the statement
-took 1.31 s against 2.59 s, its SELECT 1.22 s (``bench/one_statement.py``).
+took 1.28 s against its SELECT's 1.25 s (``bench/one_statement.py``).
 
 Only a semi join whose ON is column equalities, and that is its SELECT's last join after
 inner ones, is rewritten: a WHERE applies after every join of its SELECT, so an outer join
