@@ -463,3 +463,35 @@ def test_a_view_written_at_once_waits_only_while_nothing_it_read_moved() -> None
     assert not up_to_date(defined={**defined, "db.top": "f3"})
     assert not up_to_date(defined={**defined, "db.s1": "f3"})
     assert not up_to_date(record={**record, one_statement.INLINED: {}})
+
+
+# a semi join (IN) in the stage below the view's table: inlined, it is written as IN
+BUYERS = ViewSpec(
+    "buyers_per_country",
+    """
+SELECT c.country, COUNT(*) AS n FROM customers c
+WHERE c.id IN (SELECT customer_id FROM orders WHERE qty > 2)
+GROUP BY c.country""",
+)
+
+
+def test_a_semi_join_in_the_one_statement_keeps_the_rows_its_stage_keeps(
+    spark, tmp_project: MakeProject
+) -> None:
+    """The stage of the ``IN`` is read through its query, its semi join written as ``IN``
+    (``physical.semi_joins``): the view equals its SELECT after each round of changes."""
+    project = open_project(
+        spark, tmp_project, [BUYERS], setup=[ORDERS, CUSTOMERS, SEED[0], COUNTRIES], config=""
+    )
+    (plan,) = project.plans(["buyers_per_country"])
+    lowest = plan.stages[0]
+    assert lowest.kind == "recompute" and "IN subquery" in lowest.method
+    assert "`__l`.`c__id` IN (" in render(plan)  # `ivm compile` shows the IN
+    project.refresh()
+    for i, changes in enumerate(CHANGES):
+        for statement in changes:
+            project.sql(statement)
+        with recomputed_by_choice(lowest.table):
+            done = actions(project.refresh())
+        assert "one statement" in done["buyers_per_country"][1], done
+        assert_correct(project, [BUYERS], f"round {i + 1}")
