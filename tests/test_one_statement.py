@@ -12,18 +12,20 @@ from unittest import mock
 import pytest
 from jobs import job_group
 from oracle import ViewSpec
-from sqlglot import parse_one
+from sqlglot import exp, parse_one
 from test_refresh import ORDERS, SEED, MakeProject, actions, assert_correct, open_project
 
 from ivm_sql.catalog import StaticCatalog
 from ivm_sql.compiler.order import compile_views
 from ivm_sql.compiler.render import render
+from ivm_sql.incremental.versions import Versions
 from ivm_sql.locate import Location
 from ivm_sql.physical import bounds, foresight, one_statement
 from ivm_sql.physical.changes import KEPT_PREFIX
 from ivm_sql.physical.cost import ANALYTIC, COST_REASON, FORCED, HISTORY, Choice, CostModel
 from ivm_sql.project import Project
 from ivm_sql.runtime import log_events
+from ivm_sql.sqlbuild import to_sql
 from ivm_sql.storage import refresh_log
 from ivm_sql.viewdefs import parse_view
 
@@ -59,15 +61,15 @@ CHANGES = [
 
 
 @contextlib.contextmanager
-def recomputed_by_choice(table: str | None, decided_by: str = HISTORY) -> Iterator[None]:
-    """Inside, the cost model chooses a recompute for the stage ``table`` and applies every
-    other stage's change (None: every stage's); ``decided_by``: which of its rules chose.
+def recomputed_by_choice(*tables: str, decided_by: str = HISTORY) -> Iterator[None]:
+    """Inside, the cost model chooses a recompute for the stages ``tables`` and applies every
+    other stage's change (none given: every stage's); ``decided_by``: which of its rules chose.
     The analytic rules choose so only at the stage's turn, once a stage below it has
     changed: a loss they do not foresee before the stages (``_foreseen_loss``)."""
 
     def choose(_model, stage: str, changed, _count_rows) -> Choice:
         below_changed = any(rows for t, rows in changed.items() if "__ivm_" in t)
-        if stage == table and (decided_by != ANALYTIC or below_changed):
+        if stage in tables and (decided_by != ANALYTIC or below_changed):
             return Choice(f"{COST_REASON}: the test's choice", decided_by)
         return Choice(None, FORCED)
 
@@ -91,7 +93,7 @@ def changed_and_refreshed(
     before = latest_versions(project)
     for statement in changes:
         project.sql(statement)
-    with recomputed_by_choice(chosen, decided_by):
+    with recomputed_by_choice(*([chosen] if chosen else []), decided_by=decided_by):
         done = actions(project.refresh())
     return done, before, latest_versions(project)
 
@@ -394,7 +396,7 @@ def test_a_refresh_killed_after_writing_the_view_at_once_loses_and_doubles_nothi
     ):
         project.refresh()
     written = latest_versions(project)
-    with recomputed_by_choice(None):
+    with recomputed_by_choice():
         done = actions(project.refresh())
     # the view above reads the view's table's change data feed since the version it recorded
     assert done["top_countries"] == ("unchanged", "") and done["above"][0] != "unchanged", done
@@ -495,3 +497,101 @@ def test_a_semi_join_in_the_one_statement_keeps_the_rows_its_stage_keeps(
             done = actions(project.refresh())
         assert "one statement" in done["buyers_per_country"][1], done
         assert_correct(project, [BUYERS], f"round {i + 1}")
+
+
+# a LEFT JOIN's recompute stage read by a GROUP BY (TPC-H Q13's shape), and by a DISTINCT
+# whose stage a GROUP BY reads: in one statement the join's rows are read unconsolidated,
+# the DISTINCT's consolidated (its table holds each row once, read with weight 1)
+ORDER_COUNTS = ViewSpec(
+    "customers_per_order_count",
+    """
+SELECT n, COUNT(*) AS customers, SUM(total) AS total FROM (
+  SELECT c.id, COUNT(o.id) AS n, SUM(o.qty) AS total
+  FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND o.qty > 1
+  GROUP BY c.id
+) t GROUP BY n""",
+)
+PAIRS = ViewSpec(
+    "quantities_per_country",
+    """
+SELECT country, COUNT(*) AS quantities FROM (
+  SELECT DISTINCT c.country, o.qty FROM customers c LEFT JOIN orders o ON o.customer_id = c.id
+) d GROUP BY country""",
+)
+# customers come twice, go and come back, one within a round; orders change as in ``CHANGES``
+CUSTOMER_CHANGES = [
+    ["INSERT INTO customers VALUES (2, 'FR'), (6, NULL), (7, 'DE')"],
+    [
+        "DELETE FROM customers WHERE id = 2 OR country IS NULL",
+        "INSERT INTO customers VALUES (4, 'IT')",
+    ],
+    [
+        "INSERT INTO customers VALUES (2, 'FR'), (2, 'FR'), (8, 'DE')",
+        "UPDATE customers SET country = 'FR' WHERE id = 7",
+        "DELETE FROM customers WHERE id = 8",
+    ],
+]
+
+
+def inlined_ctes(plan) -> dict[str, exp.Select]:
+    """The CTEs of the view's one statement from its lowest stage, by name."""
+    statement = plan.inlined_query(plan.stages[0], symbolic_pins(plan))
+    return {cte.alias: cte.this for cte in statement.args["with_"].expressions}
+
+
+def symbolic_pins(plan) -> dict:
+    return {t: Versions.symbolic(t) for s in plan.stages for t in s.sources}
+
+
+def test_a_stage_read_by_sums_is_read_unconsolidated_in_the_one_statement() -> None:
+    """``one_statement.read_unconsolidated``: the LEFT JOIN's rows are grouped by the GROUP BY
+    and the DISTINCT above them only, not by every column first; the DISTINCT's rows, read one
+    row per stored row, stay grouped; and `ivm compile` shows it."""
+    catalog = StaticCatalog(
+        {
+            "db.orders": [("id", "int"), ("customer_id", "int"), ("qty", "int")],
+            "db.customers": [("id", "int"), ("country", "string")],
+        }
+    )
+    counts, pairs = compile_views(
+        [
+            parse_view(spec.create_statement(), Location("v.sql", 1))
+            for spec in (ORDER_COUNTS, PAIRS)
+        ],
+        catalog,
+        "db",
+    )
+    assert [s.kind for s in counts.stages] == ["recompute", "aggregate", "aggregate"]
+    assert [s.kind for s in pairs.stages] == ["recompute", "distinct", "aggregate"]
+    join, grouped = inlined_ctes(counts).values()
+    assert join.args.get("group") is None and join.args.get("having") is None, join.sql()
+    assert grouped.args.get("group") is not None
+    join, distinct = inlined_ctes(pairs).values()
+    assert join.args.get("group") is None, join.sql()
+    assert distinct.args.get("having") is not None, distinct.sql()  # each row once
+    # the stage by stage recompute and the first load write each table consolidated
+    assert counts.stages[0].initial_query(symbolic_pins(counts)).args.get("having") is not None
+    assert to_sql(inlined_ctes(counts)["__ivm_inlined_1"]) in render(counts).replace("\n  ", "\n")
+
+
+def test_stages_read_unconsolidated_in_the_one_statement_keep_the_views_rows(
+    spark, tmp_project: MakeProject
+) -> None:
+    """Both views written in one statement from their lowest stage, over duplicated orders
+    and customers that come twice, go and come back, NULL keys and countries: each equals
+    its SELECT after every round."""
+    specs = [ORDER_COUNTS, PAIRS]
+    project = open_project(
+        spark, tmp_project, specs, setup=[ORDERS, CUSTOMERS, SEED[0], COUNTRIES], config=""
+    )
+    lowest = [plan.stages[0].table for plan in project.plans([s.name for s in specs])]
+    project.refresh()
+    assert_correct(project, specs, "first refresh")
+    for i, changes in enumerate(CHANGES):
+        for statement in changes + CUSTOMER_CHANGES[i]:
+            project.sql(statement)
+        with recomputed_by_choice(*lowest):
+            done = actions(project.refresh())
+        for spec in specs:
+            assert one_statement.describe(2) in done[spec.name][1], done
+        assert_correct(project, specs, f"round {i + 1}")

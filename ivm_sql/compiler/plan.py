@@ -90,7 +90,8 @@ class ViewPlan:
         """The view's table's whole content with ``first`` and every stage between it and
         the last read through their own queries (CTEs) instead of their tables: the view's
         SELECT over what lies below ``first``, in one statement (``physical.one_statement``),
-        its semi joins written as ``IN`` (``physical.semi_joins``). ``pins``: the versions of
+        a stage whose readers sum weights read unconsolidated, its semi joins written as
+        ``IN`` (``physical.semi_joins``). ``pins``: the versions of
         every other table those stages read."""
         inlined = self.stages[self.stages.index(first) : -1]
         names = {
@@ -110,9 +111,12 @@ class ViewPlan:
 
         query = through_ctes(self.stages[-1].initial_query(pins))
         for stage in inlined:
-            query = query.with_(
-                ident(names[stage.table]), as_=through_ctes(stage.initial_query(pins)), copy=False
+            content = (
+                stage.content_query(pins)
+                if one_statement.read_unconsolidated(stage, self.stages)
+                else stage.initial_query(pins)
             )
+            query = query.with_(ident(names[stage.table]), as_=through_ctes(content), copy=False)
         return semi_joins.written_as_in(query)
 
     @property

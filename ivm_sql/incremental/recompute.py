@@ -135,14 +135,15 @@ def output(node: Recompute, inputs: dict[str, exp.Query]) -> exp.Query:
     return node.query.copy().transform(bind)
 
 
-def initial(node: Recompute, pins: Pins) -> exp.Select:
+def content(node: Recompute, pins: Pins) -> exp.Select:
+    """The operator's output at the new versions, each row with weight 1 (a row may come
+    more than once): the stage's content before it is consolidated."""
     result = output(node, {name: rows(child, pins) for name, child in node.sources})
     if node.every_refresh:  # the current time, read as the time the refresh pinned
         result = at_time(result, pins[CLOCK].new)
-    weighted = exp.select(*(col(c) for c in stored_columns(node)), alias(lit(1), WEIGHT)).from_(
+    return exp.select(*(col(c) for c in stored_columns(node)), alias(lit(1), WEIGHT)).from_(
         subquery(result, "o")
     )
-    return consolidate(weighted, stored_columns(node))
 
 
 def change(node: Recompute, table_name: str, pins: Pins) -> exp.Select | None:

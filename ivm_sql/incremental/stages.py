@@ -42,7 +42,7 @@ from ivm_sql.incremental import (
     top_k,
 )
 from ivm_sql.incremental.versions import Pins, Versions
-from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, to_sql
+from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, consolidate, to_sql
 
 # how each incremental kind of stage applies a change
 METHODS = {
@@ -135,6 +135,12 @@ class Stage:
         """The stage's whole content at the pinned versions (first load, or a recompute)."""
         return bag.initial(self.node.columns, snapshot(self.node, pins, "new"))
 
+    def content_query(self, pins: Pins) -> exp.Query:
+        """The same Z-set as ``initial_query``, maybe not consolidated (a row may come more
+        than once, each weight positive): what a stage above that sums weights reads in one
+        statement (``physical.one_statement.read_unconsolidated``). Here, consolidated."""
+        return self.initial_query(pins)
+
     def change_query(self, pins: Pins) -> exp.Select | None:
         """The consolidated change of the stage's table between the old and new pins, in the
         shape its MERGE applies; None when no source changed."""
@@ -159,6 +165,10 @@ class BagStage(Stage):
     (``incremental.bag``)."""
 
     kind = "bag"
+
+    def content_query(self, pins: Pins) -> exp.Query:
+        """The snapshot of its input, before it is consolidated."""
+        return snapshot(self.node, pins, "new")
 
     def write(self, change: exp.Query) -> exp.Expression:
         """The INSERT that appends ``change`` to the trace as one batch."""
@@ -301,7 +311,11 @@ class RecomputeStage(Stage):
         return self.node.reason
 
     def initial_query(self, pins: Pins) -> exp.Select:
-        return recompute.initial(self.node, pins)
+        return consolidate(self.content_query(pins), recompute.stored_columns(self.node))
+
+    def content_query(self, pins: Pins) -> exp.Select:
+        """The recomputed rows, each with weight 1, before they are consolidated."""
+        return recompute.content(self.node, pins)
 
     def change_query(self, pins: Pins) -> exp.Select | None:
         return recompute.change(self.node, self.table, pins)

@@ -42,6 +42,14 @@ the stages below it had been refreshed for it: the view's table is written from 
 SELECT at once instead, before any stage pays for a change. In TPC-H's first round at SF 1,
 Q17's, Q18's, Q20's and Q21's losses are foreseen so.
 
+Inside the one statement, a stage's rows need not be consolidated (grouped by row, their
+weights summed) where what reads them sums weights anyway: consolidation changes how a
+Z-set is written, not the Z-set, and an operator that is a function of the Z-set (a linear
+aggregate's sums, a DISTINCT's per-row count, a trace's consolidation on read, each over
+joins, filters and projections, which are multilinear) gives the same rows either way
+(``read_unconsolidated``). So TPC-H Q13's LEFT JOIN is counted per customer straight from
+the join, as its SELECT is, not first grouped by every column of its 1.5 M rows at SF 1.
+
 Forced recomputes (a new or changed definition, ``--full``, a source recomputed or its
 history gone) still write every stage: those stages' records are not valid state to catch
 up from. A recursive stage is never inlined: its content is a loop, not one query.
@@ -52,7 +60,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 
-from ivm_sql.incremental.stages import FixpointStage, Stage
+from ivm_sql.incremental import extremes
+from ivm_sql.incremental.stages import (
+    AggregateStage,
+    BagStage,
+    DistinctStage,
+    FixpointStage,
+    RecomputeStage,
+    Stage,
+)
 from ivm_sql.physical.cost import COST_REASON, EXPLORE_REASON
 from ivm_sql.storage.refresh_log import AT_ONCE
 
@@ -79,6 +95,30 @@ def inlinable(stages: Sequence[Stage], first: Stage) -> bool:
     read through its query."""
     at = list(stages).index(first)
     return at < len(stages) - 1 and not any(isinstance(s, FixpointStage) for s in stages[at:])
+
+
+def read_unconsolidated(stage: Stage, stages: Sequence[Stage]) -> bool:
+    """Whether ``stage``, one of the view's ``stages`` read through its query in one
+    statement, is read through its content before consolidation (``content_query``).
+
+    A bag's table is a trace of batches, which every reader consolidates as it reads it
+    (``Scan.batches``). A keyed recompute's rows are read by their weights, so they may come
+    unconsolidated where every stage that reads them sums those weights: a DISTINCT, a bag,
+    or an aggregate without MIN or MAX (which read rows, not only their weights); a top-k
+    or another recompute reads rows. A DISTINCT's or an aggregate's table is read one row
+    per stored row, so their queries, which group, are always read whole."""
+    if isinstance(stage, BagStage):
+        return True
+    if not isinstance(stage, RecomputeStage):
+        return False
+    readers = [s for s in stages if stage.table in s.sources]
+    return bool(readers) and all(_sums_weights(reader) for reader in readers)
+
+
+def _sums_weights(stage: Stage) -> bool:
+    if isinstance(stage, AggregateStage):
+        return not extremes.calls(stage.node)
+    return isinstance(stage, (BagStage, DistinctStage))
 
 
 def early_reason(
