@@ -6,8 +6,9 @@ last stage over the queries of the stages below it, inlined as CTEs
 recompute at most 1.2x its CTAS). This benchmark runs both, without the write: one process,
 TPC-H at ``--sf`` loaded into Delta, then ``--runs`` rounds after a warm-up, each running,
 per query, its SELECT and ivm's statement into Spark's ``noop`` sink, in turn (which one
-goes first alternates). It prints the medians and, from each executed plan, its scans and
-shuffles (exchanges, a reused one counted once), which is where the two usually differ.
+goes first alternates). It prints the medians and, from each plan as it ran (once more,
+untimed), its scans and shuffles (exchanges, a reused one counted once), which is where the
+two usually differ.
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python bench/one_statement.py --sf 1 --runs 3 q20 q22
 """
@@ -30,13 +31,21 @@ from ivm_sql.incremental.versions import Versions
 from ivm_sql.sqlbuild import to_sql
 
 
-def timed_noop(spark, sql: str) -> tuple[float, str]:
-    """Seconds to run ``sql`` into the ``noop`` sink, and its executed plan."""
+def timed_noop(spark, sql: str) -> float:
+    """Seconds to run ``sql`` into the ``noop`` sink."""
     frame = spark.sql(sql)
     started = time.perf_counter()
     frame.write.format("noop").mode("overwrite").save()
-    seconds = time.perf_counter() - started
-    return seconds, frame._jdf.queryExecution().executedPlan().toString()
+    return time.perf_counter() - started
+
+
+def executed_plan(spark, sql: str) -> str:
+    """The plan ``sql`` ran, once more and untimed: adaptive execution's final plan, where an
+    exchange computed once and read twice shows as a ``ReusedExchange`` (the plan before it
+    runs shows every exchange as its own)."""
+    frame = spark.sql(sql)
+    frame.collect()
+    return frame._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]
 
 
 def shape(plan: str) -> str:
@@ -71,17 +80,20 @@ def main() -> None:
         if args.show:
             print(f"-- {plan.view.name}: {len(plan.stages)} stages\n{ivm}\n")
     seconds: dict[str, dict[str, list[float]]] = {q: {"select": [], "ivm": []} for q in statements}
-    shapes: dict[str, dict[str, str]] = {q: {} for q in statements}
     for run in range(args.runs + 1):  # run 0 warms up
         for query, (select, ivm) in statements.items():
             order = [("select", select), ("ivm", ivm)]
             for kind, sql in order if run % 2 else reversed(order):
-                took, plan = timed_noop(spark, sql)
-                shapes[query][kind] = shape(plan)
-                if args.explain and run == args.runs:
-                    print(f"-- {query}, {kind}, executed:\n{plan}\n")
+                took = timed_noop(spark, sql)
                 if run:
                     seconds[query][kind].append(took)
+    shapes: dict[str, dict[str, str]] = {q: {} for q in statements}
+    for query, (select, ivm) in statements.items():
+        for kind, sql in (("select", select), ("ivm", ivm)):
+            plan = executed_plan(spark, sql)
+            shapes[query][kind] = shape(plan)
+            if args.explain:
+                print(f"-- {query}, {kind}, executed:\n{plan}\n")
     print(f"TPC-H SF {args.sf:g}, medians of {args.runs} after a warm-up, into the noop sink")
     for query, kinds in seconds.items():
         select, ivm = (statistics.median(kinds[k]) for k in ("select", "ivm"))
