@@ -166,10 +166,6 @@ class BagStage(Stage):
 
     kind = "bag"
 
-    def content_query(self, pins: Pins) -> exp.Query:
-        """The snapshot of its input, before it is consolidated."""
-        return snapshot(self.node, pins, "new")
-
     def write(self, change: exp.Query) -> exp.Expression:
         """The INSERT that appends ``change`` to the trace as one batch."""
         return bag.append(self.table, self.node.columns, change)

@@ -45,9 +45,9 @@ Q17's, Q18's, Q20's and Q21's losses are foreseen so.
 Inside the one statement, a stage's rows need not be consolidated (grouped by row, their
 weights summed) where what reads them sums weights anyway: consolidation changes how a
 Z-set is written, not the Z-set, and an operator that is a function of the Z-set (a linear
-aggregate's sums, a DISTINCT's per-row count, a trace's consolidation on read, each over
+aggregate's sums, a DISTINCT's per-row count, a bag's consolidation, each over
 joins, filters and projections, which are multilinear) gives the same rows either way
-(``read_unconsolidated``). So TPC-H Q13's LEFT JOIN is counted per customer straight from
+(``read_unconsolidated``: a keyed recompute's rows). So TPC-H Q13's LEFT JOIN is counted per customer straight from
 the join, as its SELECT is, not first grouped by every column of its 1.5 M rows at SF 1.
 
 Forced recomputes (a new or changed definition, ``--full``, a source recomputed or its
@@ -101,14 +101,12 @@ def read_unconsolidated(stage: Stage, stages: Sequence[Stage]) -> bool:
     """Whether ``stage``, one of the view's ``stages`` read through its query in one
     statement, is read through its content before consolidation (``content_query``).
 
-    A bag's table is a trace of batches, which every reader consolidates as it reads it
-    (``Scan.batches``). A keyed recompute's rows are read by their weights, so they may come
-    unconsolidated where every stage that reads them sums those weights: a DISTINCT, a bag,
-    or an aggregate without MIN or MAX (which read rows, not only their weights); a top-k
-    or another recompute reads rows. A DISTINCT's or an aggregate's table is read one row
-    per stored row, so their queries, which group, are always read whole."""
-    if isinstance(stage, BagStage):
-        return True
+    A keyed recompute's rows are read by their weights, so they may come unconsolidated
+    where every stage that reads them sums those weights: a DISTINCT, the view's bag, or an
+    aggregate without MIN or MAX (which read rows, not only their weights); a top-k or
+    another recompute reads rows. A DISTINCT's or an aggregate's table is read one row per
+    stored row, so their queries, which group, are always read whole. (A bag is only ever a
+    view's last stage, never read through its query.)"""
     if not isinstance(stage, RecomputeStage):
         return False
     readers = [s for s in stages if stage.table in s.sources]
