@@ -20,6 +20,11 @@ Spark session, rounds as ivm runs them against rounds with one choice undone (``
 - ``cloned``: a refresh's session, and each worker's, is Spark's copy of the session it
   comes from, made in one call (``storage.concurrent.own_session``); undone, a new session
   with each setting of that one copied over, two calls to the JVM per setting.
+- ``api-appends``: a batch appended to a trace, a record-only commit and the event log's rows
+  are committed through Delta's transaction API (``storage.appends``), whose compare-and-swap
+  reads none of the table's state; undone, each is its SQL INSERT with the transaction id,
+  which Delta checks against the state. Both ways as outside the server (nothing computed
+  between commands; the states a refresh needs computed beside it).
 - ``pools``: each view refreshed beside another runs its jobs in a FAIR scheduler pool of its
   own (``runtime.workers.worker_session``); undone, every view's jobs queue in Spark's default
   pool, first come first served, as under Spark's FIFO scheduler.
@@ -59,7 +64,7 @@ from ivm_sql.physical import execution, materialize
 from ivm_sql.physical.snapshot_state import SnapshotStates
 from ivm_sql.runtime import refresh as refresh_module
 from ivm_sql.runtime import workers
-from ivm_sql.storage import concurrent
+from ivm_sql.storage import appends, concurrent
 from ivm_sql.storage.concurrent import own_session
 from ivm_sql.storage.delta_log import compute_state
 
@@ -70,7 +75,15 @@ SETTING_OF = {
     "adaptive": ("spark.sql.adaptive.enabled",),
     "partitions": ("spark.sql.shuffle.partitions",),
 }
-CHOICES = ("warm-state", "state-beside", "cloned", "pools", "inline", *SETTING_OF)
+CHOICES = (
+    "warm-state",
+    "state-beside",
+    "api-appends",
+    "cloned",
+    "pools",
+    "inline",
+    *SETTING_OF,
+)
 KEPT_WAY = materialize.way_for
 UI_PORT = 4077
 
@@ -137,6 +150,10 @@ def refresh_round(
     return elapsed, sum(report.jobs or 0 for report in reports)
 
 
+def no_api(_spark, _table: str) -> bool:
+    return False
+
+
 def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: float) -> None:
     def compute_states() -> None:
         for table in project.written_versions:
@@ -152,6 +169,9 @@ def compare(project: Project, choice: str, rounds: int, warm_up: int, pause: flo
         undone = (compute_states, old_sessions)
     elif choice == "pools":
         undone = (compute_states, lambda: mock.patch.object(workers, "worker_session", one_pool))
+    elif choice == "api-appends":  # as outside the server: nothing between commands
+        ivms_way = (lambda: None, nullcontext)
+        undone = (lambda: None, lambda: mock.patch.object(appends, "available", no_api))
     elif choice == "state-beside":  # as outside the server: nothing between commands
         ivms_way = (lambda: None, nullcontext)
         undone = (

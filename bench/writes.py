@@ -18,6 +18,14 @@ id costs:
 - append: an INSERT of the change's rows (what a view's bag table, a trace of batches, writes
   each refresh: ``physical.batches``), with the transaction id and without;
 - record: ivm's record-only commit (an INSERT of no row);
+- the append and the record through Delta's transaction API (``DeltaLog.startTransaction``,
+  the candidate design of docs/performance.md's "A commit's transaction id"): the files
+  written by the transaction, which is marked as having read the whole table
+  (``readWholeTable``), so that any commit landing after its snapshot fails it as a
+  concurrent append, and which carries the same transaction id as an action: the check of
+  that id against the snapshot's transactions, the state computation the SQL path pays, is
+  left out (the bench does not check it; the design checks the commits since the record in
+  the JSON log instead). Not over Spark Connect;
 - read: a COUNT of the table at the version just written, and at the version before;
 - scan: an aggregate that reads every row of the table (what a recompute pays per byte):
   its growth with the table's bytes, set against a statement's fixed cost, says how many
@@ -31,6 +39,7 @@ The last line gives each size's bytes, from Delta's checksum file.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -50,6 +59,7 @@ from ivm_sql.storage.delta_log import DeltaLog, record_only
 NAME, CHANGE, COLUMNS = "bench.t", "bench_change", ("k", "v")
 # the change's query, not yet computed: for the two ways of computing it
 UNCOMPUTED = "bench_change_query"
+API_TXN = itertools.count(1)  # the transaction ids of the commits through Delta's API
 
 
 def make_table(spark, rows: int) -> None:
@@ -74,6 +84,32 @@ def make_change(spark, rows: int, size: int, round_: int) -> None:
     query.createOrReplaceTempView(UNCOMPUTED)
     query.cache().createOrReplaceTempView(CHANGE)
     spark.table(CHANGE).count()
+
+
+def through_transaction(spark, query: exp.Query | None, txn_version: int) -> None:
+    """Commit ``query``'s rows (None: no row) to NAME through Delta's transaction API: a
+    transaction that read the whole table, its files, and the transaction id as an action."""
+    jvm, session = spark._jvm, spark._jsparkSession
+    option = jvm.scala.Option
+    identifier = session.sessionState().sqlParser().parseTableIdentifier(NAME)
+    catalog_table = session.sessionState().catalog().getTableMetadata(identifier)
+    transaction = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+        session, catalog_table
+    ).startTransaction(option.apply(catalog_table), option.empty())
+    transaction.readWholeTable()
+    actions = (
+        transaction.writeFiles(spark.sql(to_sql(query, pretty=False))._jdf)
+        if query is not None
+        else jvm.scala.collection.mutable.ListBuffer().toList()
+    )
+    mark = jvm.org.apache.spark.sql.delta.actions.SetTransaction(
+        "bench", txn_version, option.empty()
+    )
+    none = option.empty()
+    write = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")(
+        jvm.org.apache.spark.sql.SaveMode.Append, *[none] * 8
+    )
+    transaction.commit(actions.appended(mark), write)
 
 
 def statements(log: DeltaLog) -> dict:
@@ -125,6 +161,14 @@ def statements(log: DeltaLog) -> dict:
         "append": (sql(append), True),
         "append, no txn id": (sql(append), False),
         "record": (lambda spark: record_only(spark, NAME), True),
+        "append, Delta's transaction API": (
+            lambda spark: through_transaction(spark, change, next(API_TXN)),
+            False,
+        ),
+        "record, Delta's transaction API": (
+            lambda spark: through_transaction(spark, None, next(API_TXN)),
+            False,
+        ),
         "read just written": (count_at(0), False),
         "read version before": (count_at(1), False),
         "scan": (

@@ -11,6 +11,9 @@ refresh's own asks for it as the refresh starts, table by table in the order the
 commits to them, while the refresh reads and computes the changes. A commit that comes
 first computes it itself (Delta computes a snapshot's state once, whoever asks; the other
 waits for it), so nothing here is needed for a right result, only for a short path.
+
+A batch appended to a trace through Delta's transaction API (``storage.appends``) reads
+none of the state, nor does the event log's append: those tables are left out.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ from ivm_sql.runtime.log_events import UNCHANGED, Recorder, StageOutcome
 from ivm_sql.runtime.tally import Cost, Tally
 from ivm_sql.runtime.top_k import refilled as refilled_top_k
 from ivm_sql.sqlbuild import to_sql
-from ivm_sql.storage import concurrent, delta_log, history
+from ivm_sql.storage import appends, concurrent, delta_log, history
 
 
 @dataclass
@@ -277,7 +277,8 @@ class Refresher:
                             lambda: self.log.latest_version(table), table
                         )
         committing = self._will_commit(plans)  # and then to the tables after them, if any
-        states = SnapshotStates(self._spark, committing and [*committing, *self.commits_after])
+        after = [t for t in self.commits_after if not appends.available(self._spark, t)]
+        states = SnapshotStates(self._spark, committing and [*committing, *after])
         self.cost = self.cost.weighing(stages_above(plans))
         # the tables stages of this refresh read: a batch appended to one is handed up
         self.read_above = {t for plan in plans for stage in plan.stages for t in stage.sources}
@@ -332,11 +333,24 @@ class Refresher:
             for stage in plan.stages:
                 try:
                     state = self._state_of(stage)
-                    if state.exists and (self.full or will_commit(state.record, self.current)):
+                    if (
+                        state.exists
+                        and (self.full or will_commit(state.record, self.current))
+                        and not self._appends_without_state(stage, state)
+                    ):
                         tables.append(stage.table)
                 except IvmError:  # the refresh reports it when it reaches the stage
                     continue
         return tables
+
+    def _appends_without_state(self, stage: Stage, state: StageState) -> bool:
+        """Whether the stage's next commit is a batch appended through Delta's transaction
+        API (``storage.appends``), which reads none of its table's state."""
+        return (
+            not self.full
+            and batches.appends(stage, self.log, state.latest)
+            and appends.available(self._spark, stage.table)
+        )
 
     def _started(self, on_stage: Callable[[StageStart], None], start: StageStart) -> None:
         with self._progress:
@@ -697,9 +711,7 @@ class Refresher:
                         self._adopt(stage.table, before, record.as_dict())
                         return None
                     with self.tally.phase("write"):
-                        self._run(
-                            lambda: delta_log.record_only(self.spark, stage.table), stage.table
-                        )
+                        self._run(lambda: self._record_only(stage.table), stage.table)
         except CheaperToRecompute as cheaper:  # nothing of the stage was committed
             if self._at_once(plan, stage, str(cheaper)):
                 return self._write_view_at_once(plan, stage, str(cheaper), report, decision)
@@ -911,6 +923,13 @@ class Refresher:
         self.base_of[table] = record.get("base", {})
         self._keep_time(table, record.get("now"))
 
+    def _record_only(self, table: str) -> None:
+        """A commit of no row carrying the stage's record (``storage.appends`` where it can)."""
+        if appends.available(self.spark, table):
+            appends.record_only(self.spark, self.log, table)
+        else:
+            delta_log.record_only(self.spark, table)
+
     def _landed(self, table: str, before: int, record: StageRecord) -> delta_log.Commit:
         """The newest commit since ``before`` holding ``record``, this refresh's. Overtaken
         when another refresh's record is newer: Delta skipped this one's write (or will
@@ -1009,7 +1028,10 @@ class Refresher:
                         self.tally.phase("write"),
                     ):
                         statement = batches.write(stage, staged.query, self.log, own_version)
-                        self.spark.sql(to_sql(statement, pretty=False))
+                        if appends.applies(self.spark, statement):
+                            appends.commit(self.spark, self.log, statement)
+                        else:
+                            self.spark.sql(to_sql(statement, pretty=False))
                     if batches.appends_change(stage, statement) and stage.table in self.read_above:
                         appended = staged.frame
             return bounds.files_read(bounded, self.sizes.files), appended

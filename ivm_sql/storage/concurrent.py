@@ -25,6 +25,11 @@ refresh would no longer run none, and a lock held by a refresh that died must ex
 a threading.Lock: refreshes also meet from two processes sharing one cluster or Spark Connect
 server. Here the normal path costs two session settings per stage and no statement.
 
+An append (a trace's batch, a record-only commit, the event log's rows) makes the same
+compare-and-swap through Delta's transaction API instead, which checks the id without the
+state computation Delta's check of it costs in SQL (``storage.appends``): a concurrent
+commit fails it as a concurrent append.
+
 What the loser does: it reads the stage's record again. The record equals the one it would
 have written (the same change was applied): done. It is behind the versions the refresh
 pinned: the stage is refreshed again from there. It is ahead (a refresh that started later
@@ -55,8 +60,9 @@ CONFLICTS = (
     "DELTA_PROTOCOL_CHANGED",
     "TABLE_OR_VIEW_ALREADY_EXISTS",
 )
-# how a message names its condition: [DELTA_CONCURRENT_APPEND] ...
-CONDITION = re.compile(r"\[([A-Z_]+)\]")
+# how a message names its condition, maybe with a subclass: [DELTA_CONCURRENT_APPEND] ...,
+# [DELTA_CONCURRENT_APPEND.WITHOUT_HINT] ... (a commit through Delta's API, ``storage.appends``)
+CONDITION = re.compile(r"\[([A-Z_]+)(?:\.[A-Z_]+)?\]")
 
 
 class Overtaken(Exception):

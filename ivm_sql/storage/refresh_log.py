@@ -36,7 +36,7 @@ from sqlglot import exp
 from ivm_sql.catalog import first_line
 from ivm_sql.errors import RefreshError
 from ivm_sql.sqlbuild import INTERNAL_PREFIX, col, ident, table, to_sql
-from ivm_sql.storage import concurrent, delta_log
+from ivm_sql.storage import appends, concurrent, delta_log
 
 NAME = f"{INTERNAL_PREFIX}_refresh_log"
 # in a recompute's reason: it wrote its view's table in one statement, not its own
@@ -319,7 +319,10 @@ def _committed(
     """Run ``statement`` as a compare-and-swap on the log's version ``read_at`` (Delta skips
     it when another commit landed first); whether any commit landed since ``read_at``."""
     with delta_log.commit_record(spark, record, read_at + 1):
-        spark.sql(to_sql(statement, pretty=False))
+        if appends.applies(spark, statement):  # the append, without the id's state computation
+            appends.commit(spark, log, statement)
+        else:
+            spark.sql(to_sql(statement, pretty=False))
     return log.latest_version(name) > read_at
 
 
