@@ -111,16 +111,21 @@ def _commit(spark, log: DeltaLog, target: exp.Table, rows) -> None:
                 concurrent.APP_ID, int(version), option.apply(int(time.time() * 1000))
             )
         )
+    transaction.commit(actions, _append_operation(spark))
+
+
+def _append_operation(spark):
+    """Delta's ``DeltaOperations.Write`` of an append, with the session's record as its
+    userMetadata. Delta adds optional fields to it from release to release (4 in 3.x, 9 in
+    4.4), the record the fourth: the rest are left None, however many the JVM's Delta has."""
+    jvm = spark._jvm
+    operation = getattr(jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
+    (constructor,) = operation._java_lang_class.getConstructors()
+    none = jvm.scala.Option.empty()
     metadata = spark.conf.get(USER_METADATA, None)
-    none = option.empty()
-    write = getattr(delta, "DeltaOperations$Write")(
-        jvm.org.apache.spark.sql.SaveMode.Append,
-        none,
-        none,
-        option.apply(metadata) if metadata is not None else none,
-        *[none] * 5,
-    )
-    transaction.commit(actions, write)
+    fields = [none] * (constructor.getParameterCount() - 1)
+    fields[2] = jvm.scala.Option.apply(metadata) if metadata is not None else none
+    return operation(jvm.org.apache.spark.sql.SaveMode.Append, *fields)
 
 
 def _name(target: exp.Table) -> str:
