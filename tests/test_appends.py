@@ -55,7 +55,9 @@ def test_an_append_lands_as_the_inserts_commit_would(spark, trace) -> None:
     # and it carries the transaction id, which a SQL statement of another refresh checks
     with commit_record(spark, {"r": "late"}, txn_version=2):
         spark.sql(to_sql(insert_columns(trace, ("k", "w"), parse_one(ROWS, dialect="spark"))))
-    assert rows(spark, trace) == [(0, 1), (1, 1), (2, 1)], "Delta skipped nothing"
+    assert rows(spark, trace) == [(0, 1), (1, 1), (2, 1)], (
+        "Delta did not skip the INSERT with the same id"
+    )
 
 
 def test_an_append_after_another_refreshs_commit_writes_nothing(spark, trace) -> None:
