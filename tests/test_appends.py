@@ -91,3 +91,32 @@ def test_an_append_fails_as_a_conflict_when_a_commit_lands_during_it(
         append(spark, trace, "b", txn_version=2)
     assert concurrent.is_conflict(raised.value)
     assert rows(spark, trace) == [(0, 1), (9, 1)]
+
+
+def test_an_append_stores_its_rows_as_the_insert_would(spark) -> None:
+    """Columns of other types are cast and a column the INSERT leaves out is NULL, in the
+    table's types: the rows and schema equal what the same SQL INSERT stores."""
+    spark.sql("CREATE DATABASE IF NOT EXISTS appends")
+    columns = "k BIGINT, amount DECIMAL(10, 2), tags ARRAY<BIGINT>, note STRING"
+    query = parse_one(
+        "SELECT CAST(k AS INT) AS k, k * 1.25 AS amount, array(CAST(k AS INT)) AS tags "
+        "FROM VALUES (1), (2), (NULL) AS v(k)",
+        dialect="spark",
+    )
+    for name in ("by_api", "by_sql"):
+        spark.sql(f"DROP TABLE IF EXISTS appends.{name}")
+        spark.sql(f"CREATE TABLE appends.{name} ({columns}) USING DELTA")
+    try:
+        statement = insert_columns("appends.by_api", ("k", "amount", "tags"), query)
+        assert appends.applies(spark, statement)
+        appends.commit(spark, DeltaLog(spark), statement)
+        spark.sql(to_sql(insert_columns("appends.by_sql", ("k", "amount", "tags"), query)))
+        api, sql = (spark.table(f"appends.{name}") for name in ("by_api", "by_sql"))
+        assert api.schema == sql.schema
+        assert sorted(map(tuple, api.collect()), key=str) == sorted(
+            map(tuple, sql.collect()), key=str
+        )
+        assert sorted(api.collect(), key=str)[0] == (1, 1.25, [1], None)
+    finally:
+        for name in ("by_api", "by_sql"):
+            spark.sql(f"DROP TABLE appends.{name}")

@@ -38,11 +38,10 @@ import json
 import time
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 from sqlglot import exp
 
-from ivm_sql.sqlbuild import table, to_sql
+from ivm_sql.sqlbuild import col, ident, table, to_sql
 from ivm_sql.storage import concurrent
 from ivm_sql.storage.delta_log import USER_METADATA, DeltaLog
 
@@ -148,7 +147,9 @@ def _ivm_committed(log: DeltaLog, table_name: str, record_version: int, read_ver
 
 def _rows(spark, statement: exp.Insert, schema: StructType) -> DataFrame:
     """The INSERT's rows in the table's columns and types, as the INSERT would store them
-    (a column it does not name is NULL)."""
+    (a column it does not name is NULL, one of another type is cast). The projection is one
+    ``selectExpr``: built column by column through Py4J it cost 0.2-0.4 s for the event
+    log's 27 columns, as SQL 0.05 s."""
     frame = spark.sql(to_sql(statement.expression, pretty=False))
     this = statement.this
     named = (
@@ -156,12 +157,20 @@ def _rows(spark, statement: exp.Insert, schema: StructType) -> DataFrame:
         if isinstance(this, exp.Schema)
         else [f.name for f in schema.fields]
     )
-    by_name = dict(zip((n.lower() for n in named), frame.columns, strict=True))
-    return frame.select(
+    by_name = dict(zip((n.lower() for n in named), frame.schema.fields, strict=True))
+    return frame.selectExpr(
         *(
-            F.col(f"`{by_name[field.name.lower()]}`").cast(field.dataType).alias(field.name)
-            if field.name.lower() in by_name
-            else F.lit(None).cast(field.dataType).alias(field.name)
+            to_sql(_stored(by_name.get(field.name.lower()), field), pretty=False)
             for field in schema.fields
         )
     )
+
+
+def _stored(source: StructField | None, field: StructField) -> exp.Expression:
+    """The column ``field`` of the table from the query's column ``source`` (None: not
+    named), cast to the column's type where the query's differs (its type as the compiler
+    writes catalog types, ``simpleString``)."""
+    value = col(source.name) if source is not None else exp.null()
+    if source is None or source.dataType != field.dataType:
+        value = exp.cast(value, exp.DataType.build(field.dataType.simpleString(), dialect="spark"))
+    return exp.alias_(value, ident(field.name))
