@@ -41,7 +41,7 @@ import struct
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,7 +159,10 @@ class WarmSnapshots:
     this 2-core machine about 0.8 s of a demo view's 1.2 s commit, paid on the refresh's path
     once per stage. Delta keeps that state with the snapshot until the next commit, so the
     server computes it in a thread of its own after each refresh, while its user reads the
-    output, and the next refresh's commits find it done. A refresh that comes first computes
+    output, and the next refresh's commits find it done. Not for a table whose commit was an
+    append through Delta's transaction API (a trace's batch, the event log's rows:
+    ``storage.appends``), which reads none of it: there it would only take a core from the
+    next command. A refresh that comes first computes
     it itself (Delta computes a snapshot's state once, whoever asks), and a state not computed
     here for any reason is computed by the commit that needs it: nothing here is needed for a
     right result. The same thread writes the tables' Delta checkpoints that are due
@@ -172,9 +175,9 @@ class WarmSnapshots:
 
     def __init__(self, spark):
         self._spark = spark
-        # a project whose refresh's log append is due, a table's version to compute, or a
-        # project whose views' rows to count
-        self._waiting: queue.Queue[Project | tuple[str, int] | _RowsOf] = queue.Queue()
+        # a project whose refresh's log append is due, a table's version to checkpoint (and
+        # whether to compute its state), or a project whose views' rows to count
+        self._waiting: queue.Queue[Project | tuple[str, int, bool] | _RowsOf] = queue.Queue()
         self._computed: dict[str, int] = {}  # table -> the version whose state was computed
         self._log = DeltaLog(spark)  # this thread's own: what it caches is not a command's
         threading.Thread(target=self._compute, name=WARM_TAG, daemon=True).start()
@@ -183,14 +186,16 @@ class WarmSnapshots:
         """The command's refresh's event log append first, then the state of each table it
         wrote, then its views' row counts."""
         self._waiting.put(project)
-        self.warm(project.written_versions)
+        self.warm(project.written_versions, project.stateless_tables)
         self._waiting.put(_RowsOf(project))
 
-    def warm(self, versions: dict[str, int]) -> None:
-        """Compute the state of each table at its version (and write its checkpoint if due)."""
+    def warm(self, versions: dict[str, int], stateless: Collection[str] = ()) -> None:
+        """Compute the state of each table at its version, but of those in ``stateless``
+        (whose commits read none: ``Project.stateless_tables``), and write its checkpoint if
+        due."""
         for table, version in versions.items():
             if self._computed.get(table) != version:
-                self._waiting.put((table, version))
+                self._waiting.put((table, version, table not in stateless))
 
     def wait(self) -> None:
         """Until every state asked for is computed (or could not be)."""
@@ -215,15 +220,16 @@ class WarmSnapshots:
             waiting = self._waiting.get()
             try:
                 if isinstance(waiting, Project):  # its log append, then the log table's state
-                    self.warm(waiting.flush_log())
+                    self.warm(waiting.flush_log(), waiting.stateless_tables)
                     continue
                 if isinstance(waiting, _RowsOf):
                     self._count_rows(waiting.project)
                     continue
-                table, version = waiting
+                table, version, with_state = waiting
                 if self._computed.get(table) != version:
                     checkpoints.write_due(self._log, {table: version})
-                    compute_state(self._spark, table)
+                    if with_state:
+                        compute_state(self._spark, table)
                     self._computed[table] = version
             # dropped since, or the server is stopping
             except (PySparkException, Py4JError, IvmError):

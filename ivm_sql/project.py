@@ -52,7 +52,7 @@ from ivm_sql.runtime.status import ViewStatus
 from ivm_sql.runtime.verify import VerifyResult, verify_views
 from ivm_sql.session import apply_refresh_settings
 from ivm_sql.sqlbuild import alias, table, to_sql, use_database
-from ivm_sql.storage import concurrent, delta_log, refresh_log
+from ivm_sql.storage import appends, concurrent, delta_log, refresh_log
 from ivm_sql.viewdefs import ViewDef, load_views
 
 
@@ -143,6 +143,9 @@ class Project:
         # and its event log): the server has Delta compute their state before the next one
         # (ivm_sql.host.WarmSnapshots)
         self.written_versions: dict[str, int] = {}
+        # those of them, and the event log, whose next commit is likely an append through Delta's
+        # transaction API again, which reads none of the state: the server leaves it uncomputed
+        self.stateless_tables: set[str] = set()
         # the views whose tables the last refresh wrote, for ``count_rows``; and each view's
         # last row count taken, with what it depends on (``_count_key``): one per view, so a
         # long-running server keeps no more than it has views
@@ -410,6 +413,7 @@ class Project:
             if stage.table in refresher.current
         }
         self._written_views = [p for p in plans if p.output.table in self.written_versions]
+        self.stateless_tables = set(refresher.stateless_commits)
         if recorder is not None:
             with self._log_guard:
                 self._pending_log = (session, log, recorder)
@@ -424,8 +428,9 @@ class Project:
     def flush_log(self) -> dict[str, int]:
         """Run the event log append the last refresh left (``hosted``: the server runs it
         between commands, and a command that takes this project over first waits for it);
-        nothing when there is none. The log table's new version, when the append wrote one: its
-        commit, too, carries a txn version, whose check reads the table's state. A hosted
+        nothing when there is none. The log table's new version, when the append wrote one, for
+        its checkpoint (and its state, where the append is a SQL INSERT whose txn version's
+        check reads it: else it is among ``stateless_tables``). A hosted
         append that fails is kept in ``log_error``: its command has ended."""
         with self._log_guard:
             pending, self._pending_log = self._pending_log, None
@@ -442,6 +447,8 @@ class Project:
             if not recorder.events:
                 return {}
             events_table = refresh_log.table_in(self.database)
+            if appends.available(session, events_table):
+                self.stateless_tables.add(events_table)
             return {events_table: log.latest_version(events_table)}
 
     def _log_refresh(

@@ -1,6 +1,7 @@
 """The snapshot state a refresh has computed beside it (``physical.snapshot_state``): the tables
 it asks for are the ones it then commits to other than by an append (``storage.appends``),
-in the order it reaches them, and none when nothing changed."""
+in the order it reaches them, and none when nothing changed. The server's, between commands
+(``host.WarmSnapshots``), leaves out the same appended tables."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from unittest import mock
 
 from oracle import INCREMENTAL_ONLY, ViewSpec, views_file
 
+from ivm_sql import host
 from ivm_sql.physical import batches, snapshot_state
 from ivm_sql.project import Project
 from ivm_sql.runtime import refresh
@@ -78,3 +80,18 @@ def test_states_asked_for_are_the_tables_committed_to(spark, tmp_project) -> Non
     assert asked[1] == [t for t in committed if t not in appended], (asked, before, after)
     assert after[events] > before[events]
     assert not any(t.endswith("countries") for t in committed), committed
+    # the server, after the command: the states of the MERGEd tables, none of the appended
+    computed: list[str] = []
+
+    def recording(spark_, table: str) -> None:
+        computed.append(table)
+        compute_state(spark_, table)
+
+    compute_state = host.compute_state
+    with mock.patch.object(host, "compute_state", recording):
+        snapshots = host.WarmSnapshots(spark)
+        snapshots.warm(project.written_versions, project.stateless_tables)
+        snapshots.wait()
+    assert events in project.written_versions and events not in computed, computed
+    assert set(asked[1]) <= set(computed), (computed, asked)
+    assert not set(appended) & set(computed), (computed, appended)

@@ -240,6 +240,9 @@ class Refresher:
         self.base_of: dict[str, dict[str, int]] = {}  # ivm table -> base versions it reflects
         self.feeds_on: set[str] = set()  # base tables whose change data feed this refresh checked
         self.ahead: set[str] = set()  # ivm tables a refresh that pinned newer versions got to first
+        # tables committed to through Delta's transaction API (``storage.appends``), which reads
+        # none of a table's state: the server does not compute it for them (``host.WarmSnapshots``)
+        self.stateless_commits: set[str] = set()
         self.log = log if log is not None else delta_log.DeltaLog(spark)
         self.recomputes = Recomputes(self.log, self.current, full, self._run)
         self.changes = SourceChanges(self.tally.session(spark))
@@ -927,6 +930,7 @@ class Refresher:
         """A commit of no row carrying the stage's record (``storage.appends`` where it can)."""
         if appends.available(self.spark, table):
             appends.record_only(self.spark, self.log, table)
+            self.stateless_commits.add(table)
         else:
             delta_log.record_only(self.spark, table)
 
@@ -1030,6 +1034,7 @@ class Refresher:
                         statement = batches.write(stage, staged.query, self.log, own_version)
                         if appends.applies(self.spark, statement):
                             appends.commit(self.spark, self.log, statement)
+                            self.stateless_commits.add(stage.table)
                         else:
                             self.spark.sql(to_sql(statement, pretty=False))
                     if batches.appends_change(stage, statement) and stage.table in self.read_above:
