@@ -162,10 +162,9 @@ class WarmSnapshots:
     output, and the next refresh's commits find it done. Not for a table whose commit was an
     append through Delta's transaction API (a trace's batch, the event log's rows:
     ``storage.appends``), which reads none of it: there it would only take a core from the
-    next command. A refresh that comes first computes
-    it itself (Delta computes a snapshot's state once, whoever asks), and a state not computed
-    here for any reason is computed by the commit that needs it: nothing here is needed for a
-    right result. The same thread writes the tables' Delta checkpoints that are due
+    next command. A refresh that comes first computes it itself (Delta computes a snapshot's
+    state once, whoever asks), and a state not computed here for any reason is computed by
+    the commit that needs it: nothing here is needed for a right result. The same thread writes the tables' Delta checkpoints that are due
     (``physical.checkpoints``), so that no refresh's commit waits for one, and before them
     the refresh's append to the event log (``Project.flush_log``, 0.5 s of a demo refresh),
     which the next command of the project waits for (``WarmProjects.opened``), and after
