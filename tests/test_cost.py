@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ivm_sql.physical.cascade import Above
 from ivm_sql.physical.cost import SMALL_CHANGE, CostModel
 
 
@@ -66,3 +67,41 @@ def test_change_that_scans_less_or_unknown_stays_incremental(
 
 def test_never_turns_the_scans_rule_off_too() -> None:
     assert CostModel(None).scan_reason(54_000_000, 27_000_000) is None
+
+
+def test_stages_whose_statements_cost_more_than_one_statement_are_written_at_once() -> None:
+    """The statements rule: q20's shape at TPC-H SF 1 (its top's change 6.9 MB, its sums'
+    MERGE over a 15 MB table, its SELECT in one statement 53.9 MB): two stages' four
+    statements, each counted as ``STATEMENT_BYTES`` read, cost more than one statement."""
+    rows = SMALL_CHANGE + 1
+    reason = CostModel(0.1).statements_reason(
+        "db.q20", rows, [500_000, 6_900_000], [15_000_000, 0], 53_900_000
+    )
+    assert reason == (
+        "cheaper than incremental: its 2 changed stages read 7.4 MB and MERGE over 15.0 MB in "
+        "4 statements (each counted as 32.0 MB read), its SELECT in one statement reads 53.9 MB"
+    )
+    # the same stages beside a SELECT that reads a table of 250 MB: stage by stage
+    assert (
+        CostModel(0.1).statements_reason(
+            "db.q20", rows, [500_000, 6_900_000], [15_000_000, 0], 250 * 10**6
+        )
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    "model, rows, at_once, merged",
+    [
+        (CostModel(0.1), SMALL_CHANGE, 1, [0, 0]),  # a small change: both ways are fixed costs
+        (CostModel(None), SMALL_CHANGE + 1, 1, [0, 0]),  # never: every rule off
+        (CostModel(0.1), SMALL_CHANGE + 1, None, [0, 0]),  # a size unknown
+        (CostModel(0.1), SMALL_CHANGE + 1, 1, [None, 0]),
+        # another view reads it: writing it at once would recompute that view's stages too
+        (CostModel(0.1).weighing({"db.v": Above(("db.w",))}), SMALL_CHANGE + 1, 1, [0, 0]),
+    ],
+)
+def test_the_statements_rule_is_quiet_for_a_small_change_never_an_unknown_size_or_a_view_read(
+    model: CostModel, rows: int, at_once: int | None, merged: list[int | None]
+) -> None:
+    assert model.statements_reason("db.v", rows, [10, 10], merged, at_once) is None

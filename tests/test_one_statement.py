@@ -285,6 +285,83 @@ def test_a_stage_foreseen_to_lose_writes_the_view_at_once_before_any_stage(
     assert_correct(project, [UNDER_TWICE_AVERAGE], "caught up")
 
 
+# orders of 500 customers, some without one, quantities with NULLs, some rows twice
+MANY_ORDERS = (
+    "INSERT INTO orders SELECT CAST(id AS INT), "
+    "CASE WHEN id % 97 = 0 THEN NULL ELSE CAST(id % 500 AS INT) END, "
+    "CASE WHEN id % 89 = 0 THEN NULL ELSE CAST(id % 7 AS INT) END, 'new' "
+    "FROM range({start}, {end}) UNION ALL "
+    "SELECT CAST(id AS INT), CAST(id % 500 AS INT), 3, 'twice' FROM range({start}, {end}) "
+    "WHERE id % 1000 = 0"
+)
+MANY_CUSTOMERS = (
+    "INSERT INTO customers SELECT CAST(id AS INT), "
+    "element_at(array('DE', 'FR', 'IT', 'ES', 'PL', NULL), CAST(id % 6 AS INT) + 1) "
+    "FROM range(500)"
+)
+
+
+def test_a_change_whose_stages_cost_more_than_one_statement_writes_the_view_at_once(
+    spark, tmp_project: MakeProject
+) -> None:
+    """The statements rule (``physical.cost``), no history, no rule mocked: a change of
+    more than ``SMALL_CHANGE`` rows, under half of what the lowest stage reads (the rows
+    rule at ``recompute_above: 0.5`` quiet) and with no stage above reading what its
+    recompute reads (the scans rule quiet), still costs three stages' statements and MERGEs
+    over tables of a few MB, more than the view's SELECT in one: the view's table is written
+    at once before any stage. Small changes then go stage by stage and catch up; a large one
+    again at once; churn (rows inserted, updated and deleted, customers that leave and come
+    back) and NULLs throughout; the view equals its SELECT every round."""
+    project = open_project(
+        spark,
+        tmp_project,
+        [TOP_COUNTRIES],
+        setup=[ORDERS, CUSTOMERS, MANY_ORDERS.format(start=0, end=30_000), MANY_CUSTOMERS],
+        config="refresh: {recompute_above: 0.5}\n",
+    )
+    (plan,) = project.plans(["top_countries"])
+    project.refresh()
+
+    def versions() -> list[int]:
+        return [project.delta_log().latest_version(stage.table) for stage in plan.stages]
+
+    def refreshed(*changes: str) -> str:
+        for change in changes:
+            project.sql(change)
+        action, reason = actions(project.refresh())["top_countries"]
+        assert_correct(project, [TOP_COUNTRIES], reason)
+        return reason if action == "recomputed" else action
+
+    before = versions()
+    reason = refreshed(MANY_ORDERS.format(start=30_000, end=41_000))
+    assert "statements" in reason and one_statement.EARLY in reason, reason
+    assert versions()[:-1] == before[:-1], "no stage below was written"
+    assert versions()[-1] == before[-1] + 1
+
+    reason = refreshed(
+        "UPDATE orders SET qty = NULL WHERE id IN (3, 30003)",
+        "DELETE FROM orders WHERE id IN (5, 30005, 40000)",
+        "DELETE FROM customers WHERE id = 7",
+    )
+    # the stages behind catch up (the one between may choose its own recompute at its turn)
+    assert "statements" not in reason, reason
+    assert versions()[0] > before[0], "the lowest stage caught up"
+
+    caught_up = versions()
+    reason = refreshed(
+        "INSERT INTO customers VALUES (7, 'FR'), (501, NULL)",
+        "UPDATE orders SET customer_id = 501 WHERE id % 20 = 1",  # about 2,000 rows
+        "DELETE FROM orders WHERE id >= 31000 AND id < 40000",
+    )
+    # at once again, before any stage: by the statements rule, or by the rows the last
+    # one-statement write was chosen for (``early_reason``) when the stage between chose one
+    assert one_statement.EARLY in reason, reason
+    assert versions()[:-1] == caught_up[:-1], "no stage below was written"
+    caught_up = versions()[0]
+    reason = refreshed("INSERT INTO orders VALUES (5, 7, 2, 'back'), (40000, NULL, NULL, NULL)")
+    assert "statements" not in reason and versions()[0] > caught_up, reason
+
+
 def test_a_feed_stood_in_for_is_bounded_by_the_base_feeds_and_its_reads_are_not_counted(
     spark,
 ) -> None:

@@ -24,7 +24,7 @@ from ivm_sql.physical import (
     records,
 )
 from ivm_sql.physical import policy as policies
-from ivm_sql.physical.cost import CostModel
+from ivm_sql.physical.cost import STATEMENT_BYTES, CostModel
 from ivm_sql.sqlbuild import (
     INTERNAL_PREFIX,
     table,
@@ -119,7 +119,9 @@ def _at_once_lines(plan: ViewPlan, stage: Stage, symbolic: dict[str, Versions]) 
             "-- once the analytic rules have chosen such a recompute at any stage, a change at least "
             f"{one_statement.EARLY_SHARE:.0%} as large (rows changed in the base tables) runs this "
             "statement before any stage is refreshed, as does a change foreseen to read, at a stage "
-            "above, what that stage's recompute reads:"
+            "above, what that stage's recompute reads, or, over all the stages, more than this "
+            "statement with each of their statements counted as "
+            f"{STATEMENT_BYTES // 10**6} MB read (the statements rule):"
         ]
         if first == 0
         else []

@@ -19,6 +19,20 @@ refresh says which one fired:
   any keys leave: ``bounds.least_reads``), so that a change whose unbounded reads alone
   outweigh a recompute is never computed; then, if that did not decide, with the keys known.
 
+A view of several stages has a third way, its whole SELECT in one statement
+(``physical.one_statement``), and a third rule weighs it, before any stage is refreshed:
+
+- **statements**: a changed stage runs its change, a MERGE that passes over its table, and a
+  commit, each with Spark's and Delta's fixed cost (planning, a listing of each scan's
+  files, a snapshot state: about a second and a dozen jobs at TPC-H SF 1, whatever the
+  rows). The rule counts that fixed cost as ``STAGE_BYTES`` read, per statement and commit
+  of a changed stage, and recomputes the view in one statement when its SELECT, with one
+  such cost, reads less than the stages' changes, their MERGEs' passes over the tables below
+  the view's, and their fixed costs. A change of at most ``SMALL_CHANGE`` rows leaves it
+  quiet, as it leaves the rows rule: there both ways cost fixed costs, and the incremental
+  way keeps the stages current. So does a view another view reads, whose stages the write in
+  one statement would make recompute (``physical.cascade``): a cost the rule cannot see.
+
 Sizes come from Delta's checksum files (no Spark job); an unknown size decides nothing.
 
 Both rules are the prior: a stage whose own history has refreshed it both ways is refreshed
@@ -29,7 +43,7 @@ INCREMENTAL STRICT view's is recomputed by choice, by any rule: that view would 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -46,7 +60,16 @@ from ivm_sql.storage.refresh_log import StageCosts
 # Below this many changed rows both ways cost Spark's fixed cost per statement, and a
 # recompute would also make every stage above it recompute: the rows rule stays quiet.
 SMALL_CHANGE = 10_000
-COST_REASON = "cheaper than incremental"  # how both rules' reasons start
+COST_REASON = "cheaper than incremental"  # how the rules' reasons start
+# The statements rule: a statement's or a commit's fixed cost, as the bytes a scan reads in
+# that time. Measured at TPC-H SF 1 on 2 cores (docs/performance.md): a changed stage costs
+# about a second beyond its reads (a MERGE into a small table 0.78-1.13 s, bench/writes.py),
+# and a view's one statement reads 20-70 MB a second (q13 67.8 MB in 3.4 s, q20 53.9 MB in
+# 1.3 s, q18 281.6 MB in about 5 s): a second of fixed cost reads about 32 MB.
+STATEMENT_BYTES = 32 * 10**6
+# a changed stage runs its change and its MERGE (and commits with the MERGE); the view in
+# one statement, one
+STAGE_STATEMENTS = 2
 # how a recompute history.explore chose says so
 EXPLORE_REASON = "history.explore, to learn what a recompute costs"
 
@@ -168,6 +191,47 @@ class CostModel:
             f"a recompute {_size(recompute_bytes)}"
         )
 
+    def weighs_statements(self, view_table: str, changed_rows: int) -> bool:
+        """Whether the statements rule weighs a change of ``changed_rows`` base rows to the
+        view whose table is ``view_table``: not when a stage of another view reads that
+        table, which a write of it in one statement would make recompute too, a cost the
+        rule cannot see."""
+        return (
+            self.recompute_above is not None
+            and changed_rows > SMALL_CHANGE
+            and view_table not in self.above
+        )
+
+    def statements_reason(
+        self,
+        view_table: str,
+        changed_rows: int,
+        change_bytes: Sequence[int | None],
+        merged_bytes: Sequence[int | None],
+        at_once_bytes: int | None,
+    ) -> str | None:
+        """The statements rule: why a view of several stages is cheaper to write in one
+        statement over its whole SELECT than stage by stage, or None. ``changed_rows``: base
+        rows changed below the view; per changed stage, the bytes its change reads
+        (``change_bytes``) and its MERGE passes over (``merged_bytes``: its table's, 0 for
+        the view's own, which either way writes); ``at_once_bytes``: what the one statement
+        reads. None anywhere: a size is unknown, and nothing is decided."""
+        if not self.weighs_statements(view_table, changed_rows):
+            return None
+        if at_once_bytes is None or None in change_bytes or None in merged_bytes:
+            return None
+        statements = STAGE_STATEMENTS * len(change_bytes)
+        reads = sum(change_bytes) + sum(merged_bytes)
+        if at_once_bytes + STATEMENT_BYTES >= reads + statements * STATEMENT_BYTES:
+            return None
+        stages = len(change_bytes)
+        return (
+            f"{COST_REASON}: its {stages} changed stage{'' if stages == 1 else 's'} read "
+            f"{_size(sum(change_bytes))} and MERGE over {_size(sum(merged_bytes))} in "
+            f"{statements} statements (each counted as {_size(STATEMENT_BYTES)} read), its "
+            f"SELECT in one statement reads {_size(at_once_bytes)}"
+        )
+
     def describe_stage(self, table: str) -> str | None:
         """What `ivm compile` says of a stage's history; None when choices are not learned
         or it has none."""
@@ -197,7 +261,8 @@ class CostModel:
             f"recomputed instead when a refresh's changed rows exceed {self.recompute_above:.0%} "
             f"of the rows the stage reads (refresh.recompute_above) and {SMALL_CHANGE:,} rows, "
             "or when its change would scan at least the bytes a recompute scans (an input bounded by the change's keys: "
-            "the files they open)"
+            "the files they open); a view of several stages is written in one statement when its SELECT reads less than "
+            f"its changed stages read and MERGE over, each of their statements counted as {_size(STATEMENT_BYTES)} read"
         )
 
 

@@ -575,23 +575,27 @@ class Refresher:
             reason = one_statement.early_reason(record, defined, changed, plan.stages)
             decided_on = record[one_statement.DECIDED_ON] if reason is not None else None
         if reason is None and not record.get(one_statement.INLINED):
-            reason = self._foreseen_loss(plan, decision.cost)
+            reason = self._foreseen_loss(plan, decision.cost, changed)
         if reason is not None:
             decision.reason, decision.choice = reason, Choice(reason, ANALYTIC)
             decision.changed_rows, decision.decided_on = changed, decided_on
             report.rows_in += changed
 
-    def _foreseen_loss(self, plan: ViewPlan, cost: CostModel) -> str | None:
+    def _foreseen_loss(self, plan: ViewPlan, cost: CostModel, changed_base: int) -> str | None:
         """Why a stage above the view's lowest will lose to a recompute at its turn, weighed
         now by the rules it will meet then (``one_statement.foreseen_reason``): its change
         with each change data feed of a stage below stood in for by that stage's change
-        query (``physical.foresight``); None when no stage is foreseen to lose, or one's
-        record cannot tell (it must be recomputed anyway, or a stage below has commits the
+        query (``physical.foresight``); or why the view's stages, all of them together, cost
+        more than its SELECT in one statement (the statements rule, ``physical.cost``, over
+        ``changed_base`` rows changed in the base tables). None when neither is foreseen, or
+        a record cannot tell (it must be recomputed anyway, or a stage below has commits the
         stages above it have not read)."""
         if not one_statement.inlinable(plan.stages, plan.stages[0]):
             return None
         written: dict[str, int] = {}  # a stage's latest version, which the stages above read
         below: dict[str, exp.Query] = {}  # a stage's change query, over the kept feeds
+        analytic = True  # no stage's history chooses its way at its turn
+        reads: dict[str, int | None] = {}  # what each stage's change reads, once weighed
         for stage in plan.stages:
             state = self._state_of(stage)
             if not state.exists or self.recomputes.forced_reason(
@@ -619,8 +623,6 @@ class Refresher:
                 continue
             change = self.changes.rewrite(foresight.stand_in(change, below))
             below[stage.table] = change
-            if stage is plan.stages[0]:  # weighed at its turn, next
-                continue
             now = {**{t: self.current[t] for t in base}, **written}
             choice = cost.choose(
                 stage.table,
@@ -628,27 +630,39 @@ class Refresher:
                 lambda t: self.sizes.rows(t, now[t]),
             )
             if choice.decided_by != ANALYTIC:  # its history chooses at its turn
+                analytic = False
                 continue
-            reason = choice.reason or self._foreseen_scans_reason(
-                change, stage.initial_query(self._new_pins(stage, now)), cost, written
+            if stage is plan.stages[0]:  # weighed at its turn, next
+                continue
+            reads[stage.table] = self._foreseen_reads(change, written)
+            reason = choice.reason or cost.scan_reason(
+                reads[stage.table],
+                self.sizes.scanned_bytes(stage.initial_query(self._new_pins(stage, now))),
             )
             if reason is not None:
                 return one_statement.foreseen_reason(reason, stage.table)
-        return None
+        if not analytic or not cost.weighs_statements(plan.table, changed_base):
+            return None
+        reason = cost.statements_reason(
+            plan.table,
+            changed_base,
+            [
+                reads[t] if t in reads else self._foreseen_reads(change, written)
+                for t, change in below.items()
+            ],
+            [0 if t == plan.table else self.sizes.bytes(t, written[t]) for t in below],
+            self.sizes.scanned_bytes(self._at_once_query(plan, plan.stages[0])[0]),
+        )
+        return None if reason is None else f"{reason}; {one_statement.EARLY}"
 
-    def _foreseen_scans_reason(
-        self, change: exp.Query, initial: exp.Query, cost: CostModel, written: dict[str, int]
-    ) -> str | None:
-        """The scans rule (``physical.cost``) over a stage's foreseen ``change``, bounded by
-        the keys the kept feeds hold (``physical.foresight``): why its recompute ``initial``
-        is cheaper, or None. A stage's next version (the one its write will make) is sized
-        as its last (``written``)."""
+    def _foreseen_reads(self, change: exp.Query, written: dict[str, int]) -> int | None:
+        """The bytes a stage's foreseen ``change`` reads, bounded by the keys the kept feeds
+        hold, its stand-ins' reads left out (``physical.foresight``); a stage's next version
+        (the one its write will make) sized as its last (``written``)."""
         size = foresight.as_written(self.sizes.bytes, written)
         files = foresight.as_written(self.sizes.files, written)
         change, bounded = bounds.bounded(self.key_values, change, size, feeds_only=True)
-        return cost.scan_reason(
-            foresight.outside(change, bounded, size, files), self.sizes.scanned_bytes(initial)
-        )
+        return foresight.outside(change, bounded, size, files)
 
     def _changed_base_rows(self, record: dict) -> int:
         """Rows changed in the base tables below a view since the versions its table's
@@ -846,12 +860,7 @@ class Refresher:
         top = plan.stages[-1]
         written = plan.stages[plan.stages.index(first) :]
         inlined = {stage.table: plan.fingerprint(stage) for stage in written[:-1]}
-        # Every table read here was read before, by the stages' last refreshes: their change
-        # data feeds are on, and one turned off since is a commit the feed cannot describe,
-        # which forces a recompute of every stage instead (``physical.recompute``).
-        reads = tuple(dict.fromkeys(t for s in written for t in s.sources if t not in inlined))
-        pins = {t: Versions.at(None, self.current[t]) for t in reads}
-        query = plan.inlined_query(first, {**pins, CLOCK: clock_versions(None, self.now)})
+        query, reads = self._at_once_query(plan, first)
         fingerprint = plan.fingerprint(top)
         state = self._state_of(top)
         decided_on = decision.decided_on
@@ -881,6 +890,19 @@ class Refresher:
         self.recomputes.recomputed.add(top.table)
         self.written_at_once.add(top.table)
         return f"{reason}; {one_statement.describe(len(inlined))}"
+
+    def _at_once_query(self, plan: ViewPlan, first: Stage) -> tuple[exp.Select, tuple[str, ...]]:
+        """The view's SELECT over what lies below ``first``, in one statement at the
+        versions pinned now, and the tables it reads."""
+        written = plan.stages[plan.stages.index(first) :]
+        inlined = {stage.table for stage in written[:-1]}
+        # Every table read here was read before, by the stages' last refreshes: their change
+        # data feeds are on, and one turned off since is a commit the feed cannot describe,
+        # which forces a recompute of every stage instead (``physical.recompute``).
+        reads = tuple(dict.fromkeys(t for s in written for t in s.sources if t not in inlined))
+        pins = {t: Versions.at(None, self.current[t]) for t in reads}
+        query = plan.inlined_query(first, {**pins, CLOCK: clock_versions(None, self.now)})
+        return query, reads
 
     def _waits_for_view(self, plan: ViewPlan, stage: Stage, state: StageState) -> bool:
         """Whether ``stage`` is the view's table, or a stage it was written through, by an
