@@ -70,22 +70,21 @@ def test_never_turns_the_scans_rule_off_too() -> None:
 
 
 def test_stages_whose_statements_cost_more_than_one_statement_are_written_at_once() -> None:
-    """The statements rule: q20's shape at TPC-H SF 1 (its top's change 6.9 MB, its sums'
-    MERGE over a 15 MB table, its SELECT in one statement 53.9 MB): two stages' four
-    statements, each counted as ``STATEMENT_BYTES`` read, cost more than one statement."""
+    """The statements rule, in TPC-H Q20's shape at SF 1: its ``lineitem`` sums' change
+    (1 MB of the feed) and MERGE into their 15 MB table, its top's change (nothing outside
+    the stand-in), four statements, each counted as ``STATEMENT_BYTES`` read, against its
+    SELECT from the sums' stage up (``lineitem``'s 200 MB and a few small tables)."""
     rows = SMALL_CHANGE + 1
     reason = CostModel(0.1).statements_reason(
-        "db.q20", rows, [500_000, 6_900_000], [15_000_000, 0], 53_900_000
+        "db.q20", rows, [10**6, 0], [15 * 10**6, 0], 205 * 10**6
     )
     assert reason == (
-        "cheaper than incremental: its 2 changed stages read 7.4 MB and MERGE over 15.0 MB in "
-        "4 statements (each counted as 32.0 MB read), its SELECT in one statement reads 53.9 MB"
+        "cheaper than incremental: its 2 changed stages read 1.0 MB and MERGE into 15.0 MB in "
+        "4 statements (each counted as 64.0 MB read), its SELECT in one statement reads 205.0 MB"
     )
-    # the same stages beside a SELECT that reads a table of 250 MB: stage by stage
+    # 1 + 2 * 15 + 4 * 64 = 287 MB against 250 + 64: stage by stage
     assert (
-        CostModel(0.1).statements_reason(
-            "db.q20", rows, [500_000, 6_900_000], [15_000_000, 0], 250 * 10**6
-        )
+        CostModel(0.1).statements_reason("db.q20", rows, [10**6, 0], [15 * 10**6, 0], 250 * 10**6)
         is None
     )
 

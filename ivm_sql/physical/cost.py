@@ -25,10 +25,10 @@ A view of several stages has a third way, its whole SELECT in one statement
 - **statements**: a changed stage runs its change, a MERGE that passes over its table, and a
   commit, each with Spark's and Delta's fixed cost (planning, a listing of each scan's
   files, a snapshot state: about a second and a dozen jobs at TPC-H SF 1, whatever the
-  rows). The rule counts that fixed cost as ``STAGE_BYTES`` read, per statement and commit
-  of a changed stage, and recomputes the view in one statement when its SELECT, with one
-  such cost, reads less than the stages' changes, their MERGEs' passes over the tables below
-  the view's, and their fixed costs. A change of at most ``SMALL_CHANGE`` rows leaves it
+  rows). The rule counts that fixed cost as ``STATEMENT_BYTES`` read, per statement of a
+  changed stage, and recomputes the view in one statement when its SELECT, with one such
+  cost, reads less than the stages' changes, their MERGEs into the tables below the view's
+  (each table read and written again), and their fixed costs. A change of at most ``SMALL_CHANGE`` rows leaves it
   quiet, as it leaves the rows rule: there both ways cost fixed costs, and the incremental
   way keeps the stages current. So does a view another view reads, whose stages the write in
   one statement would make recompute (``physical.cascade``): a cost the rule cannot see.
@@ -61,12 +61,12 @@ from ivm_sql.storage.refresh_log import StageCosts
 # recompute would also make every stage above it recompute: the rows rule stays quiet.
 SMALL_CHANGE = 10_000
 COST_REASON = "cheaper than incremental"  # how the rules' reasons start
-# The statements rule: a statement's or a commit's fixed cost, as the bytes a scan reads in
-# that time. Measured at TPC-H SF 1 on 2 cores (docs/performance.md): a changed stage costs
-# about a second beyond its reads (a MERGE into a small table 0.78-1.13 s, bench/writes.py),
-# and a view's one statement reads 20-70 MB a second (q13 67.8 MB in 3.4 s, q20 53.9 MB in
-# 1.3 s, q18 281.6 MB in about 5 s): a second of fixed cost reads about 32 MB.
-STATEMENT_BYTES = 32 * 10**6
+# The statements rule: a statement's fixed cost, as the bytes of Delta tables a scan reads in
+# that time. Measured at TPC-H SF 1 on 2 cores (docs/performance.md): a statement costs about
+# a second whatever its rows (a MERGE into a small table 0.78-1.13 s, bench/writes.py), and
+# the views' CTAS read their tables at 50-90 MB a second (q20 248 MB in 2.7 s, q03 and q10
+# 266 MB in 3.5-3.7 s, q18 466 MB in 8.9 s, 2026-12-07).
+STATEMENT_BYTES = 64 * 10**6
 # a changed stage runs its change and its MERGE (and commits with the MERGE); the view in
 # one statement, one
 STAGE_STATEMENTS = 2
@@ -221,13 +221,15 @@ class CostModel:
         if at_once_bytes is None or None in change_bytes or None in merged_bytes:
             return None
         statements = STAGE_STATEMENTS * len(change_bytes)
-        reads = sum(change_bytes) + sum(merged_bytes)
+        # a MERGE reads its table and writes again each file a changed key is in: at a
+        # change of this size, scattered over the keys, about every file
+        reads = sum(change_bytes) + 2 * sum(merged_bytes)
         if at_once_bytes + STATEMENT_BYTES >= reads + statements * STATEMENT_BYTES:
             return None
         stages = len(change_bytes)
         return (
             f"{COST_REASON}: its {stages} changed stage{'' if stages == 1 else 's'} read "
-            f"{_size(sum(change_bytes))} and MERGE over {_size(sum(merged_bytes))} in "
+            f"{_size(sum(change_bytes))} and MERGE into {_size(sum(merged_bytes))} in "
             f"{statements} statements (each counted as {_size(STATEMENT_BYTES)} read), its "
             f"SELECT in one statement reads {_size(at_once_bytes)}"
         )

@@ -120,15 +120,19 @@ def _sums_weights(stage: Stage) -> bool:
 
 
 def early_reason(
-    record: Mapping, defined: Mapping[str, str], changed_rows: int, stages: Sequence[Stage]
+    record: Mapping,
+    defined: Mapping[str, str],
+    changed_rows: int,
+    stages: Sequence[Stage],
+    first: Stage,
 ) -> str | None:
-    """Why the view is written in one statement from its lowest stage before any of its
-    ``stages`` is refreshed, or None: its table's ``record`` is a one-statement write chosen
+    """Why the view is written in one statement from ``first``, its lowest changed stage,
+    before any of its ``stages`` is refreshed, or None: its table's ``record`` is a one-statement write chosen
     for a change of ``DECIDED_ON`` rows under the definitions still ``defined`` (each stage
     table's plan fingerprint, the view's table last), and this refresh's ``changed_rows``
     are at least ``EARLY_SHARE`` of those."""
     decided_on = record.get(DECIDED_ON)
-    if decided_on is None or not inlinable(stages, stages[0]) or not _same_plans(record, defined):
+    if decided_on is None or not inlinable(stages, first) or not _same_plans(record, defined):
         return None
     if changed_rows < EARLY_SHARE * decided_on:
         return None

@@ -253,6 +253,7 @@ class Refresher:
         self.read_above: set[str] = set()  # tables this refresh's stages read (``refresh``)
         # views' tables this refresh wrote in one statement (``physical.one_statement``)
         self.written_at_once: set[str] = set()
+        self.lowest_changed: dict[str, str] = {}  # a view's table -> its first stage changed
         self._progress = threading.Lock()  # workers report the stages they begin one at a time
 
     @property
@@ -532,8 +533,8 @@ class Refresher:
         if self._waits_for_view(plan, stage, state):
             return None
         decision = Decision(cost, reason)
-        if reason is None and stage is plan.stages[0]:
-            self._decide_before_stages(plan, decision, report)
+        if reason is None and self._lowest_changed(plan, stage):
+            self._decide_before_stages(plan, stage, decision, report)
             reason = decision.reason
         if reason is None:
             decision.pins = history.read_pins(self.log, recorded, self.current, stage.sources)
@@ -553,16 +554,25 @@ class Refresher:
         self.recomputes.refuse_strict(plan, decision.reason, own_tables)
         return decision
 
-    def _decide_before_stages(self, plan: ViewPlan, decision: Decision, report: ViewReport) -> None:
-        """Choose, as the view's lowest stage is reached, to write the view's table in one
-        statement before any stage is refreshed (``physical.one_statement``): when its last
+    def _lowest_changed(self, plan: ViewPlan, stage: Stage) -> bool:
+        """Whether ``stage`` is the first of its view's stages this refresh finds changed:
+        those below it are up to date (TPC-H Q20's lowest stage reads ``part`` and
+        ``partsupp``, which its update sets leave alone; its ``lineitem`` sums change)."""
+        return self.lowest_changed.setdefault(plan.table, stage.table) == stage.table
+
+    def _decide_before_stages(
+        self, plan: ViewPlan, first: Stage, decision: Decision, report: ViewReport
+    ) -> None:
+        """Choose, as the view's lowest changed stage (``first``) is reached, to write the
+        view's table in one statement over what lies below it before any stage is refreshed
+        (``physical.one_statement``): when its last
         refresh found its change dearer than that and this change is as large
         (``early_reason``), or when a stage above is foreseen to lose (``_foreseen_loss``).
         The reason, the rows counted into ``report``, and the rows the way was first chosen
         for, into ``decision``. Only where the cost model chooses, and no INCREMENTAL STRICT
         view above would fail."""
         top = plan.stages[-1]
-        above = decision.cost.above.get(plan.stages[0].table)
+        above = decision.cost.above.get(first.table)
         if decision.cost.recompute_above is None or (above and above.strict_view is not None):
             return
         record = self._newest_record(top)
@@ -572,17 +582,20 @@ class Refresher:
         reason = decided_on = None
         if record.get(one_statement.DECIDED_ON) is not None:
             defined = {s.table: plan.fingerprint(s) for s in plan.stages}
-            reason = one_statement.early_reason(record, defined, changed, plan.stages)
+            reason = one_statement.early_reason(record, defined, changed, plan.stages, first)
             decided_on = record[one_statement.DECIDED_ON] if reason is not None else None
         if reason is None and not record.get(one_statement.INLINED):
-            reason = self._foreseen_loss(plan, decision.cost, changed)
+            reason = self._foreseen_loss(plan, first, decision.cost, changed)
         if reason is not None:
             decision.reason, decision.choice = reason, Choice(reason, ANALYTIC)
             decision.changed_rows, decision.decided_on = changed, decided_on
             report.rows_in += changed
 
-    def _foreseen_loss(self, plan: ViewPlan, cost: CostModel, changed_base: int) -> str | None:
-        """Why a stage above the view's lowest will lose to a recompute at its turn, weighed
+    def _foreseen_loss(
+        self, plan: ViewPlan, first: Stage, cost: CostModel, changed_base: int
+    ) -> str | None:
+        """Why a stage above ``first``, the view's lowest changed stage, will lose to a
+        recompute at its turn, weighed
         now by the rules it will meet then (``one_statement.foreseen_reason``): its change
         with each change data feed of a stage below stood in for by that stage's change
         query (``physical.foresight``); or why the view's stages, all of them together, cost
@@ -590,7 +603,7 @@ class Refresher:
         ``changed_base`` rows changed in the base tables). None when neither is foreseen, or
         a record cannot tell (it must be recomputed anyway, or a stage below has commits the
         stages above it have not read)."""
-        if not one_statement.inlinable(plan.stages, plan.stages[0]):
+        if not one_statement.inlinable(plan.stages, first):
             return None
         written: dict[str, int] = {}  # a stage's latest version, which the stages above read
         below: dict[str, exp.Query] = {}  # a stage's change query, over the kept feeds
@@ -632,7 +645,7 @@ class Refresher:
             if choice.decided_by != ANALYTIC:  # its history chooses at its turn
                 analytic = False
                 continue
-            if stage is plan.stages[0]:  # weighed at its turn, next
+            if stage is first:  # weighed at its turn, next
                 continue
             reads[stage.table] = self._foreseen_reads(change, written)
             reason = choice.reason or cost.scan_reason(
@@ -651,7 +664,7 @@ class Refresher:
                 for t, change in below.items()
             ],
             [0 if t == plan.table else self.sizes.bytes(t, written[t]) for t in below],
-            self.sizes.scanned_bytes(self._at_once_query(plan, plan.stages[0])[0]),
+            self.sizes.scanned_bytes(self._at_once_query(plan, first)[0]),
         )
         return None if reason is None else f"{reason}; {one_statement.EARLY}"
 
