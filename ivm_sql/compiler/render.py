@@ -114,18 +114,14 @@ def _at_once_lines(plan: ViewPlan, stage: Stage, symbolic: dict[str, Versions]) 
         if behind == 1
         else f"stages {first + 1}-{first + behind} are read through their queries, not written, and catch up"
     )
-    early = (
-        [
-            "-- once the analytic rules have chosen such a recompute at any stage, a change at least "
-            f"{one_statement.EARLY_SHARE:.0%} as large (rows changed in the base tables) runs this "
-            "statement before any stage is refreshed, as does a change foreseen to read, at a stage "
-            "above, what that stage's recompute reads, or, over all the stages, more than this "
-            "statement with each of their statements counted as "
-            f"{STATEMENT_BYTES // 10**6} MB read (the statements rule):"
-        ]
-        if first == 0
-        else []
-    )
+    early = [
+        "-- when this is the lowest stage a refresh finds changed: once the analytic rules have "
+        f"chosen such a recompute at any stage, a change at least {one_statement.EARLY_SHARE:.0%} "
+        "as large (rows changed in the base tables) runs this statement before any stage is "
+        "refreshed, as does a change foreseen to read, at a stage above, what that stage's "
+        "recompute reads, or, over all the stages, more than this statement with each of their "
+        f"statements counted as {STATEMENT_BYTES // 10**6} MB read (the statements rule):"
+    ]
     return [
         "-- a recompute the cost model chooses here writes only the view's table, in one statement over what lies "
         f"below this stage; {kept} from the change data feeds when the view next changes:",
