@@ -22,16 +22,18 @@ refresh says which one fired:
 A view of several stages has a third way, its whole SELECT in one statement
 (``physical.one_statement``), and a third rule weighs it, before any stage is refreshed:
 
-- **statements**: a changed stage runs its change, a MERGE that passes over its table, and a
-  commit, each with Spark's and Delta's fixed cost (planning, a listing of each scan's
-  files, a snapshot state: about a second and a dozen jobs at TPC-H SF 1, whatever the
-  rows). The rule counts that fixed cost as ``STATEMENT_BYTES`` read, per statement of a
-  changed stage, and recomputes the view in one statement when its SELECT, with one such
-  cost, reads less than the stages' changes, their MERGEs into the tables below the view's
-  (each table read and written again), and their fixed costs. A change of at most ``SMALL_CHANGE`` rows leaves it
-  quiet, as it leaves the rows rule: there both ways cost fixed costs, and the incremental
-  way keeps the stages current. So does a view another view reads, whose stages the write in
-  one statement would make recompute (``physical.cascade``): a cost the rule cannot see.
+- **statements**: a changed stage runs its change and a MERGE into its table, each statement
+  with Spark's and Delta's fixed cost (planning, a listing of each scan's files, a snapshot
+  state: about a second and a dozen jobs at TPC-H SF 1, whatever the rows). The rule counts
+  that fixed cost as ``STATEMENT_BYTES`` read, per statement of a changed stage, and writes
+  the view in one statement when its SELECT, with one such cost, reads less than the
+  stages' changes, their MERGEs into the tables below the view's (each table read and
+  written again), and their fixed costs. A change of at most ``SMALL_CHANGE`` rows leaves
+  it quiet, as it leaves the rows rule: there both ways cost fixed costs, and the
+  incremental way keeps the stages current. So does a view another view reads, whose
+  stages the write in one statement would make recompute (``physical.cascade``): a cost
+  the rule cannot see. It runs where the analytic rules choose, before any stage
+  (``runtime.refresh``'s foresight, with ``physical.foresight``'s stand-ins).
 
 Sizes come from Delta's checksum files (no Spark job); an unknown size decides nothing.
 

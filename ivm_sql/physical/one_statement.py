@@ -31,16 +31,19 @@ costs, where going stage by stage pays each changed stage below and then the rec
 anyway. Its record keeps the rows the recompute was first chosen for (``DECIDED_ON``), so a
 change that shrinks to less than that share goes stage by stage again and is weighed anew.
 
-A change that will lose is also foreseen, with no history. As the view's lowest stage is
-reached, each stage above it is weighed as it will be at its turn (``foreseen_reason``): the
-rows rule over its base tables' changed rows, then the scans rule over its change, in which
-the change data feed of each stage below, not written yet, is stood in for by that stage's
-change query (DBSP's chain rule, ``physical.foresight``), its keys bounded by the values of
-the base tables' kept feeds. A stage so found dearer than its recompute would, at its turn,
-write the view's table from that stage up anyway (or recompute the view's last stage) after
-the stages below it had been refreshed for it: the view's table is written from its whole
-SELECT at once instead, before any stage pays for a change. In TPC-H's first round at SF 1,
-Q17's, Q18's, Q20's and Q21's losses are foreseen so.
+A change that will lose is also foreseen, with no history. As the view's lowest changed
+stage is reached (the stages below it up to date: TPC-H Q20's lowest reads tables its update
+sets leave alone), each stage above it is weighed as it will be at its turn
+(``foreseen_reason``): the rows rule over its base tables' changed rows, then the scans
+rule over its change, in which the change data feed of each stage below, not written yet, is
+stood in for by that stage's change query (DBSP's chain rule, ``physical.foresight``), its
+keys bounded by the values of the base tables' kept feeds. A stage so found dearer than its
+recompute would, at its turn, write the view's table from that stage up anyway (or recompute
+the view's last stage) after the stages below it had been refreshed for it: the view's table
+is written from its whole SELECT at once instead, before any stage pays for a change. Then
+the changed stages are weighed together against that one statement, their statements
+counted too (``physical.cost``'s statements rule). In TPC-H's first round at SF 1, Q17's,
+Q18's, Q20's and Q21's losses are foreseen so, and Q03's, Q04's and Q10's stages weighed so.
 
 Inside the one statement, a stage's rows need not be consolidated (grouped by row, their
 weights summed) where what reads them sums weights anyway: consolidation changes how a
@@ -127,10 +130,10 @@ def early_reason(
     first: Stage,
 ) -> str | None:
     """Why the view is written in one statement from ``first``, its lowest changed stage,
-    before any of its ``stages`` is refreshed, or None: its table's ``record`` is a one-statement write chosen
-    for a change of ``DECIDED_ON`` rows under the definitions still ``defined`` (each stage
-    table's plan fingerprint, the view's table last), and this refresh's ``changed_rows``
-    are at least ``EARLY_SHARE`` of those."""
+    before any of its ``stages`` is refreshed, or None: its table's ``record`` is a
+    one-statement write chosen for a change of ``DECIDED_ON`` rows under the definitions
+    still ``defined`` (each stage table's plan fingerprint, the view's table last), and this
+    refresh's ``changed_rows`` are at least ``EARLY_SHARE`` of those."""
     decided_on = record.get(DECIDED_ON)
     if decided_on is None or not inlinable(stages, first) or not _same_plans(record, defined):
         return None

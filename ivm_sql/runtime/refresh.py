@@ -565,12 +565,11 @@ class Refresher:
     ) -> None:
         """Choose, as the view's lowest changed stage (``first``) is reached, to write the
         view's table in one statement over what lies below it before any stage is refreshed
-        (``physical.one_statement``): when its last
-        refresh found its change dearer than that and this change is as large
-        (``early_reason``), or when a stage above is foreseen to lose (``_foreseen_loss``).
-        The reason, the rows counted into ``report``, and the rows the way was first chosen
-        for, into ``decision``. Only where the cost model chooses, and no INCREMENTAL STRICT
-        view above would fail."""
+        (``physical.one_statement``): when its last refresh found its change dearer than
+        that and this change is as large (``early_reason``), or when a loss is foreseen
+        (``_foreseen_loss``). The reason, the rows counted into ``report``, and the rows the
+        way was first chosen for, into ``decision``. Only where the cost model chooses, and
+        no INCREMENTAL STRICT view above would fail."""
         top = plan.stages[-1]
         above = decision.cost.above.get(first.table)
         if decision.cost.recompute_above is None or (above and above.strict_view is not None):
@@ -595,14 +594,14 @@ class Refresher:
         self, plan: ViewPlan, first: Stage, cost: CostModel, changed_base: int
     ) -> str | None:
         """Why a stage above ``first``, the view's lowest changed stage, will lose to a
-        recompute at its turn, weighed
-        now by the rules it will meet then (``one_statement.foreseen_reason``): its change
-        with each change data feed of a stage below stood in for by that stage's change
-        query (``physical.foresight``); or why the view's stages, all of them together, cost
-        more than its SELECT in one statement (the statements rule, ``physical.cost``, over
-        ``changed_base`` rows changed in the base tables). None when neither is foreseen, or
-        a record cannot tell (it must be recomputed anyway, or a stage below has commits the
-        stages above it have not read)."""
+        recompute at its turn, weighed now by the rules it will meet then
+        (``one_statement.foreseen_reason``): its change with each change data feed of a stage
+        below stood in for by that stage's change query (``physical.foresight``); or why the
+        view's changed stages, all of them together, cost more than its SELECT in one
+        statement (the statements rule, ``physical.cost``, over ``changed_base`` rows changed
+        in the base tables). None when neither is foreseen, or a record cannot tell (it must
+        be recomputed anyway, or a stage below has commits the stages above it have not
+        read)."""
         if not one_statement.inlinable(plan.stages, first):
             return None
         written: dict[str, int] = {}  # a stage's latest version, which the stages above read
