@@ -54,7 +54,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -786,15 +786,46 @@ def summary_table(run: Run) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def round_share(r: Round, names: Iterable[str]) -> float:
+    """The seconds of the round's wall that the views ``names`` account for: their own
+    seconds, which overlap other views' when refresh workers run several at once, scaled by
+    the round's wall over all the views' seconds. An estimate that assumes the views running
+    at the same time share the machine evenly; each CTAS runs alone, so this, not a view's
+    own seconds, is what compares with the sum of their CTAS."""
+    views = r.incremental.views
+    overlapping = sum(v.seconds for v in views.values())
+    own = sum(views[n].seconds for n in names)
+    return own * r.incremental.seconds / overlapping if overlapping else 0.0
+
+
+def shares(r: Round) -> str:
+    """The recomputed and the other changed views' shares of the round's wall, each against
+    the sum of their CTAS: where a round's time goes, and what a recompute costs in it."""
+    views = r.incremental.views
+    kinds = {
+        "recomputed": [n for n, v in views.items() if v.action == "recomputed"],
+        "incremental": [n for n, v in views.items() if v.action == "incremental"],
+    }
+    return "; ".join(
+        f"{kind} {round_share(r, names):.1f}s / {sum(r.ctas[n] for n in names):.1f}s "
+        f"({ratio(round_share(r, names), sum(r.ctas[n] for n in names))})"
+        for kind, names in kinds.items()
+        if names
+    )
+
+
 def targets_table(run: Run) -> tuple[list[str], list[list[str]]]:
     """Issue 45's targets, round by round: the refresh against CTAS, the views recomputed
     (each beside its own CTAS: their seconds overlap other views' when refresh workers run
-    several at once), and what q18's and q21's changes read against their recomputes."""
+    several at once), the recomputed and the incremental views' shares of the round's wall
+    against their CTAS (``shares``), and what q18's and q21's changes read against their
+    recomputes."""
     headers = [
         "round",
         "CTAS/incremental",
         "views recomputed",
         "each: seconds / its CTAS",
+        "share of the round's wall / their CTAS",
         "q18, q21: change / recompute reads",
     ]
     rows = []
@@ -816,6 +847,7 @@ def targets_table(run: Run) -> tuple[list[str], list[list[str]]]:
                     for n, v in recomputed.items()
                 )
                 or "-",
+                shares(r) or "-",
                 ", ".join(reads) or "no scans rule reason",
             ]
         )

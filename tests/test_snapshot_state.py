@@ -1,13 +1,17 @@
 """The snapshot state a refresh has computed beside it (``physical.snapshot_state``): the tables
 it asks for are the ones it then commits to other than by an append (``storage.appends``),
-in the order it reaches them, and none when nothing changed. The server's, between commands
-(``host.WarmSnapshots``), leaves out the same appended tables."""
+in the order it reaches them, none when nothing changed, and none of the stages a view
+written in one statement leaves behind (``physical.one_statement``). The server's, between
+commands (``host.WarmSnapshots``), leaves out the same appended tables."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from unittest import mock
 
 from oracle import INCREMENTAL_ONLY, ViewSpec, views_file
+from test_one_statement import CHANGES, latest_versions, opened, recomputed_by_choice
 
 from ivm_sql import host
 from ivm_sql.physical import batches, snapshot_state
@@ -28,12 +32,24 @@ BUSY = ViewSpec(
 COUNTRIES = ViewSpec("countries", "SELECT country, COUNT(*) AS n FROM customers GROUP BY country")
 
 
-def test_will_commit_when_a_base_table_below_moved() -> None:
-    record = {"sources": {"db.t": 3}, "base": {"db.t": 3, "db.u": 1}}
-    assert not snapshot_state.will_commit(record, {"db.t": 3, "db.u": 1})
-    assert snapshot_state.will_commit(record, {"db.t": 3, "db.u": 2})
-    assert not snapshot_state.will_commit(record, {"db.t": 3})  # db.u not pinned: not read
-    assert snapshot_state.will_commit({}, {"db.t": 3})  # no record: ivm's first commit follows
+@contextlib.contextmanager
+def asked_for() -> Iterator[list[list[str]]]:
+    """Inside, each refresh's ``SnapshotStates`` records the tables it is asked for, in order,
+    as one list per refresh, and computes their states."""
+    asked: list[list[str]] = []
+
+    class Recording(snapshot_state.SnapshotStates):
+        def __init__(self, spark):
+            super().__init__(spark)
+            asked.append([])
+            self._mine = asked[-1]
+
+        def want(self, *tables: str) -> None:
+            self._mine.extend(t for t in dict.fromkeys(tables) if t not in self._mine)
+            super().want(*tables)
+
+    with mock.patch.object(refresh, "SnapshotStates", Recording):
+        yield asked
 
 
 def test_states_asked_for_are_the_tables_committed_to(spark, tmp_project) -> None:
@@ -54,17 +70,10 @@ def test_states_asked_for_are_the_tables_committed_to(spark, tmp_project) -> Non
     ):
         project.sql(statement)
     project.refresh()
-    asked: list[list[str]] = []
-
-    class Recording(snapshot_state.SnapshotStates):
-        def __init__(self, spark, tables):
-            asked.append(list(tables))
-            super().__init__(spark, asked[-1])
-
     log = project.delta_log()
     tables = [s.table for p in project.plans(log=log) for s in p.stages]
     events = refresh_log.table_in(project.database)
-    with mock.patch.object(refresh, "SnapshotStates", Recording):
+    with asked_for() as asked:
         project.refresh()  # nothing changed: no table, no job beside the refresh
         project.sql("INSERT INTO orders VALUES (3, 1, 5)")
         before = {t: project.delta_log().latest_version(t) for t in [*tables, events]}
@@ -95,3 +104,27 @@ def test_states_asked_for_are_the_tables_committed_to(spark, tmp_project) -> Non
     assert events in project.written_versions and events not in computed, computed
     assert set(asked[1]) <= set(computed), (computed, asked)
     assert not set(appended) & set(computed), (computed, appended)
+
+
+def test_the_stages_a_view_written_at_once_leaves_behind_are_not_asked_for(
+    spark, tmp_project
+) -> None:
+    """A recompute chosen at a view's lowest stage writes the view's table in one statement
+    and commits to none of the stages below it: their states are not computed beside the
+    refresh, the view's table's is."""
+    project = opened(spark, tmp_project)
+    project.refresh()
+    (plan,) = project.plans(["top_countries"])
+    lowest, top = plan.stages[0].table, plan.stages[-1].table
+    before = latest_versions(project)
+    for statement in CHANGES[0]:
+        project.sql(statement)
+    with asked_for() as asked, recomputed_by_choice(lowest):
+        project.refresh()
+    after = latest_versions(project)
+    behind = [s.table for s in plan.stages[:-1]]
+    assert all(after[t.split(".")[-1]] == before[t.split(".")[-1]] for t in behind), (before, after)
+    assert after[top.split(".")[-1]] > before[top.split(".")[-1]], (before, after)
+    (refreshed,) = asked
+    assert top in refreshed, refreshed
+    assert not set(behind) & set(refreshed), (behind, refreshed)

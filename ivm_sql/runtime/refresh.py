@@ -31,7 +31,7 @@ from sqlglot import exp
 from ivm_sql.catalog import first_line
 from ivm_sql.compiler.plan import ViewPlan, overwrite_table, stages_above, stored_columns
 from ivm_sql.config import RefreshSettings
-from ivm_sql.errors import IvmError, RefreshError
+from ivm_sql.errors import RefreshError
 from ivm_sql.incremental import extremes, top_k
 from ivm_sql.incremental.stages import FixpointStage, RecomputeStage, Stage, TopKStage
 from ivm_sql.incremental.temporal import CLOCK, clock_versions, micros, moment
@@ -58,7 +58,7 @@ from ivm_sql.physical.cost import (
 )
 from ivm_sql.physical.recompute import Recomputes
 from ivm_sql.physical.sizes import TableSizes
-from ivm_sql.physical.snapshot_state import SnapshotStates, will_commit
+from ivm_sql.physical.snapshot_state import SnapshotStates
 from ivm_sql.physical.view_table import WHOLE_OVERWRITE
 from ivm_sql.refresh_policy import RefreshPolicy
 from ivm_sql.runtime import fixpoint, workers
@@ -219,8 +219,6 @@ class Refresher:
         commits_after: tuple[str, ...] = (),
     ):
         self.tally = Tally(spark)
-        # tables outside the plans this refresh will commit to after them (its event log)
-        self.commits_after = commits_after
         self.recorder = recorder  # the refresh event log's events (None: not logged)
         self._spark = spark
         self._sessions = threading.local()  # a worker thread's own session (``runtime.workers``)
@@ -255,6 +253,11 @@ class Refresher:
         self.written_at_once: set[str] = set()
         self.lowest_changed: dict[str, str] = {}  # a view's table -> its first stage changed
         self._progress = threading.Lock()  # workers report the stages they begin one at a time
+        # tables' snapshot states, computed beside the refresh as it decides to commit to them,
+        # and those of the tables outside the plans it commits to after them (its event log)
+        # whose commits read them
+        self.states = SnapshotStates(spark)
+        self.states_after = [t for t in commits_after if not appends.available(spark, t)]
 
     @property
     def spark(self):
@@ -280,9 +283,6 @@ class Refresher:
                         self.current[table] = self._run(
                             lambda: self.log.latest_version(table), table
                         )
-        committing = self._will_commit(plans)  # and then to the tables after them, if any
-        after = [t for t in self.commits_after if not appends.available(self._spark, t)]
-        states = SnapshotStates(self._spark, committing and [*committing, *after])
         self.cost = self.cost.weighing(stages_above(plans))
         # the tables stages of this refresh read: a batch appended to one is handed up
         self.read_above = {t for plan in plans for stage in plan.stages for t in stage.sources}
@@ -327,25 +327,13 @@ class Refresher:
             )
         finally:
             self.changes.close()
-            states.close()
+            self.states.close()
 
-    def _will_commit(self, plans: list[ViewPlan]) -> list[str]:
-        """The existing stage tables this refresh will commit to, as far as their records
-        say before it starts (``physical.snapshot_state``), in the order it reaches them."""
-        tables = []
-        for plan in plans:
-            for stage in plan.stages:
-                try:
-                    state = self._state_of(stage)
-                    if (
-                        state.exists
-                        and (self.full or will_commit(state.record, self.current))
-                        and not self._appends_without_state(stage, state)
-                    ):
-                        tables.append(stage.table)
-                except IvmError:  # the refresh reports it when it reaches the stage
-                    continue
-        return tables
+    def _will_write(self, table: str) -> None:
+        """Have the state of ``table``, which this refresh has decided to commit to, and of
+        the tables it commits to after its plans, computed beside it
+        (``physical.snapshot_state``): while it computes the change, or runs the statement."""
+        self.states.want(table, *self.states_after)
 
     def _appends_without_state(self, stage: Stage, state: StageState) -> bool:
         """Whether the stage's next commit is a batch appended through Delta's transaction
@@ -701,6 +689,8 @@ class Refresher:
         plan = self.plan_of[stage.table]
         if self._at_once(plan, stage, reason):
             return self._write_view_at_once(plan, stage, reason, report, decision)
+        if state.exists and (reason is not None or not self._appends_without_state(stage, state)):
+            self._will_write(stage.table)
         if reason is not None:
             with self.tally.phase("write"):  # part of the recompute (``_recompute``)
                 self._enable_change_feeds(stage.sources)
@@ -890,6 +880,8 @@ class Refresher:
             decided_on=decided_on,
         )
         self.recomputes.note(top, reason)
+        if state.exists:
+            self._will_write(top.table)
         before = state.latest if state.exists else -1
         txn_version = (state.record_version if state.record_version is not None else before) + 1
         with delta_log.commit_record(self.spark, record.as_dict(), txn_version):
