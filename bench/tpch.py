@@ -806,12 +806,12 @@ def shares(r: Round) -> str:
         "recomputed": [n for n, v in views.items() if v.action == "recomputed"],
         "incremental": [n for n, v in views.items() if v.action == "incremental"],
     }
-    return "; ".join(
-        f"{kind} {round_share(r, names):.1f}s / {sum(r.ctas[n] for n in names):.1f}s "
-        f"({ratio(round_share(r, names), sum(r.ctas[n] for n in names))})"
-        for kind, names in kinds.items()
-        if names
-    )
+    parts = []
+    for kind, names in kinds.items():
+        if names:
+            share, ctas = round_share(r, names), sum(r.ctas[n] for n in names)
+            parts.append(f"{kind} {share:.1f}s / {ctas:.1f}s ({ratio(share, ctas)})")
+    return "; ".join(parts)
 
 
 def targets_table(run: Run) -> tuple[list[str], list[list[str]]]:

@@ -189,9 +189,11 @@ def test_a_top_ks_small_change_is_kept_as_rows_not_cached_before_its_merge(
     assert not failures, failures
 
 
-def no_states_beside(spark, tables) -> SnapshotStates:
-    """``SnapshotStates`` undone: asked for none."""
-    return SnapshotStates(spark, ())
+class NoStatesBeside(SnapshotStates):
+    """``SnapshotStates`` undone: computes none of the states it is asked for."""
+
+    def want(self, *tables: str) -> None:
+        pass
 
 
 def test_appends_commit_with_no_job_of_deltas_state_warm_or_not(
@@ -213,7 +215,7 @@ def test_appends_commit_with_no_job_of_deltas_state_warm_or_not(
         project.sql("INSERT INTO events VALUES (1, 1)")
         group = f"warm-state-{next(rounds)}"
         with (
-            mock.patch.object(refresh_module, "SnapshotStates", no_states_beside),
+            mock.patch.object(refresh_module, "SnapshotStates", NoStatesBeside),
             job_group(spark, group) as jobs,
         ):
             [report] = project.refresh()
