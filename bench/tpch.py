@@ -112,9 +112,28 @@ class ViewRun:
 
 
 @dataclass
+class JvmWork:
+    """What the session's JVM spent over a refresh (an embedded session's only): its CPU, the
+    time Java's JIT compilers took (they run beside the queries, on the same 2 cores), its
+    garbage collections, and the classes Spark generated and compiled (Janino)."""
+
+    cpu_seconds: float
+    jit_seconds: float
+    gc_seconds: float
+    generated_classes: int
+
+    def __str__(self) -> str:
+        return (
+            f"the JVM {self.cpu_seconds:.1f}s of CPU, its JIT compilers {self.jit_seconds:.1f}s, "
+            f"GC {self.gc_seconds:.1f}s, {self.generated_classes} classes generated"
+        )
+
+
+@dataclass
 class Refresh:
     seconds: float  # wall time of the whole refresh() call
     views: dict[str, ViewRun]
+    jvm: JvmWork | None = None  # None: not measured (through a server)
 
     def per_stage(self) -> str:
         """Statements and Spark jobs per changed stage, over the refresh's views."""
@@ -189,6 +208,32 @@ def select_of(name: str) -> str:
 
 def scalar(project: Project, statement: str):
     return project.sql(statement).rows[0][0]
+
+
+def jvm_work(project: Project) -> JvmWork:
+    """The session's JVM's counters so far (``JvmWork``): Java's management beans, the
+    process's CPU from /proc (the JVM runs on this machine), Spark's codegen metrics."""
+    jvm = project.spark._jvm
+    beans = jvm.java.lang.management.ManagementFactory
+    pid = jvm.java.lang.ProcessHandle.current().pid()
+    # /proc/<pid>/stat: the fields after the command's ")" start at the state; utime, stime 12, 13
+    ticks = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]
+    compiled = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+    return JvmWork(
+        sum(int(t) for t in ticks) / os.sysconf("SC_CLK_TCK"),
+        beans.getCompilationMXBean().getTotalCompilationTime() / 1000,
+        sum(gc.getCollectionTime() for gc in beans.getGarbageCollectorMXBeans()) / 1000,
+        compiled.getCount(),
+    )
+
+
+def jvm_spent(before: JvmWork, after: JvmWork) -> JvmWork:
+    return JvmWork(
+        after.cpu_seconds - before.cpu_seconds,
+        after.jit_seconds - before.jit_seconds,
+        after.gc_seconds - before.gc_seconds,
+        after.generated_classes - before.generated_classes,
+    )
 
 
 def schema_of(project: Project, table: str):
@@ -487,6 +532,7 @@ def refresh(
     through the project's server (``--server``)."""
     if served:
         return served_refresh(project, full)
+    before = jvm_work(project)
     if profile is None:
         reports, seconds = timed(lambda: project.refresh(full=full))
     else:
@@ -506,7 +552,7 @@ def refresh(
         )
         for report in reports
     }
-    return Refresh(seconds, views)
+    return Refresh(seconds, views, jvm_spent(before, jvm_work(project)))
 
 
 def equal_to_select(project: Project, name: str) -> bool:
@@ -743,11 +789,12 @@ def round_totals(r: Round) -> str:
         if r.full is None
         else f", full/incremental {ratio(r.full.seconds, r.incremental.seconds)}"
     )
+    jvm = "" if r.incremental.jvm is None else f"; {r.incremental.jvm}"
     return (
         f"total (wall): incremental {r.incremental.seconds:.1f}s, --full {seconds_of(r.full)}s, CTAS {r.ctas_seconds:.1f}s; "
         f"CTAS/incremental {ratio(r.ctas_seconds, r.incremental.seconds)}{full}; "
         f"no-change refresh {r.no_change.seconds:.2f}s; RF1+RF2 {r.dml_seconds:.1f}s; "
-        f"incremental: {r.incremental.per_stage()}; {compared}"
+        f"incremental: {r.incremental.per_stage()}{jvm}; {compared}"
     )
 
 
