@@ -216,7 +216,8 @@ def jvm_work(project: Project) -> JvmWork:
     jvm = project.spark._jvm
     beans = jvm.java.lang.management.ManagementFactory
     pid = jvm.java.lang.ProcessHandle.current().pid()
-    # /proc/<pid>/stat: the fields after the command's ")" start at the state; utime, stime 12, 13
+    # /proc/<pid>/stat: utime and stime are its 14th and 15th fields; after the command's ")"
+    # the 3rd field comes first
     ticks = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]
     compiled = jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
     return JvmWork(
@@ -228,6 +229,7 @@ def jvm_work(project: Project) -> JvmWork:
 
 
 def jvm_spent(before: JvmWork, after: JvmWork) -> JvmWork:
+    """What the JVM spent between two readings of ``jvm_work``."""
     return JvmWork(
         after.cpu_seconds - before.cpu_seconds,
         after.jit_seconds - before.jit_seconds,
@@ -917,7 +919,8 @@ def preamble(run: Run) -> list[str]:
         f"recompute_above: {m.get('recompute_above', 0.1) or 'never'}; session: "
         + ("a plain Delta session of the user's" if m.get("session") == "plain" else "ivm's own"),
         f"load (8 INSERTs from Parquet): {run.load_seconds:.1f}s; "
-        f"first refresh (creates the {len(run.queries)} views): {run.first_refresh.seconds:.1f}s",
+        f"first refresh (creates the {len(run.queries)} views): {run.first_refresh.seconds:.1f}s"
+        + ("" if run.first_refresh.jvm is None else f"; {run.first_refresh.jvm}"),
     ]
 
 
